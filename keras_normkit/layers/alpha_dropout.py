@@ -1,0 +1,135 @@
+"""Alpha dropout that preserves any SELU fixed point (mean, variance)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_normkit import activations
+from keras_normkit.layers.selu import resolve_selu_constants
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class AlphaDropout(keras.layers.Layer):
+    """Alpha dropout for self-normalizing networks with any fixed point.
+
+    During training each unit is kept with probability `q = 1 - rate`; dropped units are
+    set to the SELU's negative saturation `alpha' = -scale * alpha`, and the result is
+    mapped by `y -> a*y + b` with
+    `a = sqrt(nu / (q((1-q)(alpha' - mu)^2 + nu)))` and `b = mu - a(q*mu + (1-q)alpha')`,
+    so inputs with mean `mu` and variance `nu` (the `fixed_point`) keep both in
+    expectation. For the default fixed point `(0, 1)` this is exactly Keras's
+    `keras.layers.AlphaDropout`. At inference the layer is the identity. Use it after a
+    `SELU` layer with the same `fixed_point`.
+
+    Args:
+        rate: Float in [0, 1), the probability of dropping a unit.
+        fixed_point: `(mean, variance)` of the activations, as in `SELU`.
+        noise_shape: Optional shape of the binary mask, broadcast against the inputs;
+            `None` entries take the input's dimension (e.g. `(None, 1, None)` shares the
+            mask across time steps).
+        seed: Optional Python integer seed.
+        alpha: Optional precomputed SELU alpha for `fixed_point` (with `scale`).
+        scale: Optional precomputed SELU scale for `fixed_point` (with `alpha`).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A tensor of any shape.
+        training: Python boolean, whether to apply dropout (training mode) or return
+            the inputs unchanged (inference mode).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.layers import AlphaDropout
+    >>> layer = AlphaDropout(0.1, fixed_point=(0.0, 1.0), seed=0)
+    >>> x = np.random.default_rng(0).normal(size=(1000, 64)).astype("float32")
+    >>> y = layer(x, training=True)
+    >>> bool(abs(float(y.numpy().mean())) < 0.05)
+    True
+
+    Reference: Klambauer et al., "Self-Normalizing Neural Networks", NeurIPS 2017,
+    arXiv:1706.02515.
+    """
+
+    def __init__(
+        self,
+        rate,
+        fixed_point=(0.0, 1.0),
+        noise_shape=None,
+        seed=None,
+        alpha=None,
+        scale=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise ValueError(f"`rate` must be a float in [0, 1). Received: rate={rate!r}")
+        if not (math.isfinite(rate) and 0.0 <= rate < 1.0):
+            raise ValueError(f"`rate` must be a float in [0, 1). Received: rate={rate}")
+        if noise_shape is not None:
+            try:
+                noise_shape = tuple(None if d is None else int(d) for d in noise_shape)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    "`noise_shape` must be a tuple of positive integers or None entries. "
+                    f"Received: noise_shape={noise_shape!r}"
+                ) from None
+            if any(d is not None and d <= 0 for d in noise_shape):
+                raise ValueError(
+                    "`noise_shape` entries must be positive integers or None. "
+                    f"Received: noise_shape={noise_shape!r}"
+                )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"`seed` must be an integer or None. Received: seed={seed!r}")
+        self.rate = float(rate)
+        self.fixed_point, self.alpha, self.scale = resolve_selu_constants(fixed_point, alpha, scale)
+        self.noise_shape = noise_shape
+        self.seed = seed
+        self._a, self._b, self._saturation = activations.alpha_dropout_parameters(
+            self.rate, *self.fixed_point, alpha=self.alpha, scale=self.scale
+        )
+        if self.rate > 0:
+            self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+        self._build_at_init()
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        noise_shape = self._concrete_noise_shape(inputs)
+        keep = ops.greater_equal(
+            keras.random.uniform(noise_shape, seed=self.seed_generator), self.rate
+        )
+        keep = ops.cast(keep, inputs.dtype)
+        saturation = ops.cast(self._saturation, inputs.dtype)
+        dropped = inputs * keep + saturation * (1 - keep)
+        return dropped * ops.cast(self._a, inputs.dtype) + ops.cast(self._b, inputs.dtype)
+
+    def _concrete_noise_shape(self, inputs):
+        shape = ops.shape(inputs)
+        if self.noise_shape is None:
+            return shape
+        if len(self.noise_shape) != len(shape):
+            raise ValueError(
+                f"`noise_shape` must have the rank of the inputs ({len(shape)}). "
+                f"Received: noise_shape={self.noise_shape} for inputs of shape {shape}"
+            )
+        return tuple(s if d is None else d for d, s in zip(self.noise_shape, shape, strict=True))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "rate": self.rate,
+                "fixed_point": list(self.fixed_point),
+                "noise_shape": None if self.noise_shape is None else list(self.noise_shape),
+                "seed": self.seed,
+                "alpha": self.alpha,
+                "scale": self.scale,
+            }
+        )
+        return config

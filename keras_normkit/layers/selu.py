@@ -1,0 +1,105 @@
+"""The `SELU` activation layer for any fixed point (mean, variance)."""
+
+import math
+
+import keras
+
+from keras_normkit import activations
+
+
+def _validate_fixed_point(fixed_point):
+    try:
+        mean, variance = (float(v) for v in fixed_point)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "`fixed_point` must be a pair of floats (mean, variance). "
+            f"Received: fixed_point={fixed_point!r}"
+        ) from None
+    if not (math.isfinite(mean) and math.isfinite(variance)) or variance <= 0:
+        raise ValueError(
+            "`fixed_point` must be (mean, variance) with finite values and variance > 0. "
+            f"Received: fixed_point={fixed_point!r}"
+        )
+    return mean, variance
+
+
+def resolve_selu_constants(fixed_point, alpha, scale):
+    """Validated `(fixed_point, alpha, scale)`: solved from the fixed point unless given."""
+    fixed_point = _validate_fixed_point(fixed_point)
+    if (alpha is None) != (scale is None):
+        raise ValueError(
+            "`alpha` and `scale` must be given together (or both left None to solve them "
+            f"from `fixed_point`). Received: alpha={alpha}, scale={scale}"
+        )
+    if alpha is None:
+        alpha, scale = activations.selu_parameters(*fixed_point)
+    else:
+        alpha, scale = float(alpha), float(scale)
+        if not (math.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"`alpha` must be a finite float > 0. Received: alpha={alpha}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"`scale` must be a finite float > 0. Received: scale={scale}")
+    return fixed_point, alpha, scale
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class SELU(keras.layers.Layer):
+    """Scaled exponential linear unit whose moment map has a chosen fixed point.
+
+    `SELU()(x) = scale * x` for `x > 0` and `scale * alpha * (exp(x) - 1)` otherwise.
+    `alpha` and `scale` are solved once, at construction, so that activations with mean
+    and variance `fixed_point` keep them layer after layer (with LeCun-normal weights,
+    i.e. weight sum 0 and squared-weight sum 1). The default `(0, 1)` gives Keras's
+    standard SELU constants (alpha01 = 1.6733, lambda01 = 1.0507). The solved constants
+    are stored as Python floats in the config, so loading a model never re-solves.
+
+    The self-normalizing recipe is `Dense(units, kernel_initializer="lecun_normal")`
+    followed by `SELU()` and, for regularization, `AlphaDropout(rate)` with the same
+    fixed point.
+
+    Args:
+        fixed_point: `(mean, variance)` the network should converge to; variance > 0.
+        alpha: Optional precomputed alpha for `fixed_point` (given together with `scale`;
+            used when a config is loaded). Leave `None` to solve it.
+        scale: Optional precomputed scale (lambda), see `alpha`.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A tensor of any shape.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.layers import SELU, AlphaDropout
+    >>> model = keras.Sequential([
+    ...     keras.Input((16,)),
+    ...     keras.layers.Dense(64, kernel_initializer="lecun_normal"),
+    ...     SELU(),
+    ...     AlphaDropout(0.05),
+    ...     keras.layers.Dense(10),
+    ... ])
+    >>> model(np.zeros((2, 16), "float32")).shape
+    (2, 10)
+
+    Reference: Klambauer et al., "Self-Normalizing Neural Networks", NeurIPS 2017,
+    arXiv:1706.02515.
+    """
+
+    def __init__(self, fixed_point=(0.0, 1.0), alpha=None, scale=None, **kwargs):
+        super().__init__(**kwargs)
+        self.fixed_point, self.alpha, self.scale = resolve_selu_constants(fixed_point, alpha, scale)
+        self.supports_masking = True
+        self._build_at_init()
+
+    def call(self, inputs):
+        return activations.selu(inputs, alpha=self.alpha, scale=self.scale)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"fixed_point": list(self.fixed_point), "alpha": self.alpha, "scale": self.scale}
+        )
+        return config

@@ -1,0 +1,126 @@
+"""`AlphaDropout`: fixed-point preservation, equality with Keras, conformance, bad input."""
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_normkit.layers import AlphaDropout
+from tests.conformance import LayerConformanceTestCase
+
+
+class AlphaDropoutConformanceTest(LayerConformanceTestCase):
+    def test_conformance(self):
+        self.run_conformance_test(
+            AlphaDropout,
+            {"rate": 0.1, "seed": 1},
+            input_shape=(4, 3, 5),
+            expected_output_shape=(4, 3, 5),
+            supports_masking=True,
+            expected_num_seed_generators=1,
+        )
+
+    def test_conformance_fixed_point_noise_shape(self):
+        self.run_conformance_test(
+            AlphaDropout,
+            {"rate": 0.2, "fixed_point": (0.1, 1.5), "noise_shape": (None, 1, None), "seed": 3},
+            input_shape=(4, 3, 5),
+            expected_output_shape=(4, 3, 5),
+            supports_masking=True,
+        )
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.1, 0.2])
+@pytest.mark.parametrize("fixed_point", [(0.0, 1.0), (0.2, 1.5)])
+def test_keeps_mean_and_variance(rate, fixed_point):
+    mean, variance = fixed_point
+    x = np.random.default_rng(0).normal(mean, np.sqrt(variance), size=(1000, 1000))
+    layer = AlphaDropout(rate, fixed_point=fixed_point, seed=7)
+    y = keras.ops.convert_to_numpy(layer(x.astype("float32"), training=True)).astype(np.float64)
+    assert abs(y.mean() - mean) < 0.01
+    assert abs(y.var() - variance) < 0.01
+    # It really dropped about `rate` of the units (to the saturation before the affine map).
+    dropped = np.isclose(y, layer._a * layer._saturation + layer._b, atol=1e-5)
+    assert abs(dropped.mean() - rate) < 0.005
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.1, 0.3])
+def test_equals_keras_alpha_dropout_with_same_mask(rate):
+    x = np.random.default_rng(1).normal(size=(256, 128)).astype("float32")
+    ours = keras.ops.convert_to_numpy(AlphaDropout(rate, seed=42)(x, training=True))
+    theirs = keras.ops.convert_to_numpy(keras.layers.AlphaDropout(rate, seed=42)(x, training=True))
+    assert np.max(np.abs(ours - theirs)) < 1e-6
+
+
+def test_identity_at_inference_and_rate_zero():
+    x = np.random.default_rng(2).normal(size=(8, 4)).astype("float32")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(AlphaDropout(0.5)(x)), x)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(AlphaDropout(0.0)(x, training=True)), x
+    )
+
+
+def test_noise_shape_with_none_shares_mask_over_time():
+    x = np.random.default_rng(3).normal(size=(4, 6, 5)).astype("float32")
+    layer = AlphaDropout(0.5, noise_shape=(None, 1, None), seed=0)
+    y = keras.ops.convert_to_numpy(layer(x, training=True))
+    dropped = np.isclose(y, layer._a * layer._saturation + layer._b, atol=1e-5)
+    assert dropped.any()
+    assert np.all(dropped == dropped[:, :1, :])
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision(policy):
+    layer = AlphaDropout(0.1, dtype=policy, seed=0)
+    x = np.random.default_rng(4).normal(size=(200, 200)).astype("float32")
+    y = layer(x, training=True)
+    assert keras.backend.standardize_dtype(y.dtype) == policy.split("_")[1]
+    y = keras.ops.convert_to_numpy(keras.ops.cast(y, "float32"))
+    assert np.isfinite(y).all() and abs(y.mean()) < 0.05
+
+
+def test_xla_training():
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16),
+            AlphaDropout(0.1, seed=1),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile("sgd", "mse", jit_compile=True)
+    x = np.random.default_rng(0).normal(size=(32, 8)).astype("float32")
+    history = model.fit(x, x[:, :1], epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
+@given(
+    rate=st.one_of(
+        st.floats(min_value=1.0),
+        st.floats(max_value=-1e-12),
+        st.sampled_from([float("nan"), float("inf"), "0.1", None, True]),
+    )
+)
+def test_bad_rate(rate):
+    with pytest.raises(ValueError, match="rate"):
+        AlphaDropout(rate)
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"noise_shape": (0, 1)}, "noise_shape"),
+        ({"noise_shape": "ab"}, "noise_shape"),
+        ({"seed": 1.5}, "seed"),
+        ({"fixed_point": (0.0, -1.0)}, "fixed_point"),
+    ],
+)
+def test_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        AlphaDropout(0.1, **kwargs)
+
+
+def test_noise_shape_rank_mismatch():
+    with pytest.raises(ValueError, match="noise_shape"):
+        AlphaDropout(0.1, noise_shape=(None, 1))(np.zeros((2, 3, 4), "float32"), training=True)
