@@ -1,7 +1,32 @@
-"""keras_normkit: Keras 3 building blocks that make deep networks train stably and predict honestly."""
+"""keras_normkit: Keras 3 building blocks for stable training and honest predictions."""
 
-from keras_normkit import activations, layers
+from keras_normkit import (
+    activations,
+    calibration,
+    callbacks,
+    constraints,
+    initializers,
+    layers,
+    metrics,
+    plotting,
+    regularizers,
+    schedules,
+    utils,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["activations", "layers", "__version__"]
+__all__ = [
+    "activations",
+    "calibration",
+    "callbacks",
+    "constraints",
+    "initializers",
+    "layers",
+    "metrics",
+    "plotting",
+    "regularizers",
+    "schedules",
+    "utils",
+    "__version__",
+]

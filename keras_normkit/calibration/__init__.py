@@ -1,0 +1,1 @@
+"""keras_normkit.calibration (work in progress)."""

@@ -1,0 +1,1 @@
+"""keras_normkit.callbacks (work in progress)."""

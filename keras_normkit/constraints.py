@@ -1,0 +1,1 @@
+"""keras_normkit.constraints (work in progress)."""

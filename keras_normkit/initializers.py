@@ -1,0 +1,1 @@
+"""keras_normkit.initializers (work in progress)."""

@@ -1,0 +1,1 @@
+"""keras_normkit.metrics (work in progress)."""

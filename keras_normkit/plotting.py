@@ -1,0 +1,1 @@
+"""keras_normkit.plotting (work in progress)."""

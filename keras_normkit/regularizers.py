@@ -1,0 +1,1 @@
+"""keras_normkit.regularizers (work in progress)."""

@@ -1,0 +1,1 @@
+"""keras_normkit.schedules (work in progress)."""

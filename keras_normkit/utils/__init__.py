@@ -1,0 +1,1 @@
+"""keras_normkit.utils (work in progress)."""
