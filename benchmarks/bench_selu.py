@@ -34,6 +34,10 @@ def forward_backward(fn, jit_compile=False):
     return step
 
 
+def in_training(layer):
+    return lambda v: layer(v, training=True)
+
+
 def best_time(step, x, repeats):
     step(x).numpy()  # trace + warm up
     times = []
@@ -51,18 +55,18 @@ def main(repeats=20, rounds=5):
         ("SELU (0.1, 1.2)", SELU(fixed_point=(0.1, 1.2)), keras.activations.selu),
         (
             "AlphaDropout(0.1)",
-            lambda v, layer=AlphaDropout(0.1, seed=0): layer(v, training=True),
-            lambda v, layer=keras.layers.AlphaDropout(0.1, seed=0): layer(v, training=True),
+            in_training(AlphaDropout(0.1, seed=0)),
+            in_training(keras.layers.AlphaDropout(0.1, seed=0)),
         ),
         (
             "AlphaDropout(0.1, (0.1, 1.2))",
-            lambda v, layer=AlphaDropout(0.1, fixed_point=(0.1, 1.2), seed=0): layer(
-                v, training=True
-            ),
-            lambda v, layer=keras.layers.AlphaDropout(0.1, seed=0): layer(v, training=True),
+            in_training(AlphaDropout(0.1, fixed_point=(0.1, 1.2), seed=0)),
+            in_training(keras.layers.AlphaDropout(0.1, seed=0)),
         ),
     ]
-    print(f"forward+backward on (4096, 1024) float32, best of {rounds} rounds of median of {repeats}, Keras {keras.__version__}")
+    print(
+        f"forward+backward on (4096, 1024) float32, best of {rounds} rounds of median of {repeats}, Keras {keras.__version__}"
+    )
     print(f"{'case':32s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s}")
     rows = []
     for (name, ours, theirs), jit in itertools.product(cases, (False, True)):
