@@ -58,6 +58,30 @@ def execute(nb, cwd, timeout=600):
     return nb
 
 
+NOISE = ("absl::InitializeLog", "cudart_stub.cc", "cpu_feature_guard", "oneDNN custom operations")
+
+
+def strip_log_noise(nb):
+    """Drop TensorFlow's C++ start-up log lines (printed before any Python can silence them)."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                lines = [
+                    line
+                    for line in output["text"].splitlines(keepends=True)
+                    if not any(marker in line for marker in NOISE)
+                ]
+                if not "".join(lines).strip():
+                    continue
+                output["text"] = "".join(lines)
+            kept.append(output)
+        cell["outputs"] = kept
+    return nb
+
+
 def build(source):
     source = pathlib.Path(source)
     nb = nbformat.v4.new_notebook()
@@ -68,7 +92,7 @@ def build(source):
     }
     nb.cells = parse_percent_script(source.read_text())
     start = time.time()
-    execute(nb, HERE)
+    strip_log_noise(execute(nb, HERE))
     target = HERE / (source.stem + ".ipynb")
     nbformat.write(nb, target)
     size = target.stat().st_size
