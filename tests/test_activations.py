@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from keras_normkit import activations
 from keras_normkit.activations import ALPHA01, LAMBDA01
+from tests.conftest import requires_tensorflow
 
 # Closed form of PAPERS.md section 1: alpha01 = -sqrt(2/pi) / (e^{1/2} erfc(1/sqrt 2) - 1).
 ALPHA01_CLOSED_FORM = -math.sqrt(2 / math.pi) / (math.exp(0.5) * math.erfc(1 / math.sqrt(2)) - 1)
@@ -40,6 +41,7 @@ class TestSelu:
             keras.ops.convert_to_numpy(keras.activations.selu(x)),
         )
 
+    @requires_tensorflow
     def test_no_overflow_in_value_or_gradient(self):
         import tensorflow as tf
 
