@@ -7,7 +7,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_ENABLE_ONEDNN_OPTS ?= 0
 export PYTHONHASHSEED ?= 0
 
-.PHONY: demo test test-slow test-all lint bench clean
+.PHONY: demo test test-slow test-jax lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,19 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m "not slow" -q -p no:cacheprovider
+
+$(VENV)/.installed-jax: $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install -e ".[dev,jax]"
+	touch $(VENV)/.installed $(VENV)/.installed-dev $@
+
+# The backend-agnostic tests (layers, cells, activations, schedules, regularizers,
+# constraints, initializers, metrics, callbacks) on the JAX backend; TF-only tests skip.
+JAX_TESTS := $(wildcard tests/layers tests/test_activations.py tests/test_self_normalization.py \
+	tests/test_schedules.py tests/test_regularizers.py tests/test_constraints.py \
+	tests/test_initializers.py tests/test_metrics.py tests/callbacks)
+
+test-jax: $(VENV)/.installed-jax
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -m "not slow" -q -p no:cacheprovider $(JAX_TESTS)
 
 test-slow: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -m slow -q -p no:cacheprovider
