@@ -1,1 +1,119 @@
-"""keras_normkit.plotting (work in progress)."""
+"""Plots of schedules and training monitors (matplotlib is imported only when plotting)."""
+
+import numpy as np
+
+__all__ = ["plot_activation_statistics", "plot_schedules"]
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "keras_normkit.plotting needs matplotlib: `pip install matplotlib`."
+        ) from error
+    return plt
+
+
+def plot_schedules(schedules, total_steps, ax=None, log_scale=False):
+    """Plot learning-rate schedules over `total_steps` steps.
+
+    Each schedule is evaluated in one call on the vector `[0, 1, ..., total_steps - 1]`.
+
+    Args:
+        schedules: A dict `{label: schedule}` of `LearningRateSchedule`s (or one schedule).
+        total_steps: Positive integer, the number of steps to draw.
+        ax: Optional matplotlib axes to draw into (a new figure otherwise).
+        log_scale: Use a logarithmic y axis.
+
+    Returns:
+        The matplotlib `Figure`.
+
+    Example:
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from keras_normkit.plotting import plot_schedules
+    >>> from keras_normkit.schedules import OneCycle
+    >>> figure = plot_schedules({"one-cycle": OneCycle(0.1, 1000)}, total_steps=1000)
+    >>> figure.axes[0].get_ylabel()
+    'learning rate'
+    """
+    import keras
+
+    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
+        raise ValueError(f"`total_steps` must be an integer >= 1. Received: {total_steps!r}")
+    if not isinstance(schedules, dict):
+        schedules = {type(schedules).__name__: schedules}
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    steps = np.arange(total_steps, dtype="float32")
+    for label, schedule in schedules.items():
+        values = keras.ops.convert_to_numpy(schedule(steps))
+        ax.plot(steps, np.broadcast_to(values, steps.shape), label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("learning rate")
+    if log_scale:
+        ax.set_yscale("log")
+    if len(schedules) > 1:
+        ax.legend(fontsize="small")
+    return ax.figure
+
+
+def plot_activation_statistics(statistics, layers=None, ncols=3, figsize=None):
+    """Draw per-layer activation statistics over epochs (Ioffe & Szegedy 2015, Figure 1).
+
+    For each layer: the median (solid), the other percentiles (dashed) with the band between
+    the lowest and highest percentile shaded, and the mean plus/minus one standard deviation
+    (dotted).
+
+    Args:
+        statistics: A `keras_normkit.callbacks.ActivationStatistics` after training, or a
+            dict `{"epochs": [...], "history": {layer: {stat: [...]}}}`.
+        layers: Layer names to draw (default: all recorded).
+        ncols: Number of subplot columns.
+        figsize: Optional figure size; by default 3.2 x 2.4 inches per subplot.
+
+    Returns:
+        The matplotlib `Figure`.
+
+    Reference: S. Ioffe and C. Szegedy, "Batch Normalization", ICML 2015.
+    """
+    if isinstance(statistics, dict):
+        epochs, history = statistics["epochs"], statistics["history"]
+    else:
+        epochs, history = statistics.epochs, statistics.history
+    if not history:
+        raise ValueError("`statistics` holds no recorded statistics; train with the callback.")
+    names = list(history) if layers is None else list(layers)
+    unknown = [name for name in names if name not in history]
+    if unknown:
+        raise ValueError(f"Unknown layers {unknown}; recorded layers are {list(history)}.")
+    plt = _pyplot()
+    ncols = max(1, min(ncols, len(names)))
+    nrows = -(-len(names) // ncols)
+    figsize = figsize or (3.2 * ncols, 2.4 * nrows)
+    figure, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, sharex=True)
+    epochs = np.asarray(epochs)
+    for ax, name in zip(axes.ravel(), names, strict=False):
+        stats = history[name]
+        keys = sorted((k for k in stats if k.startswith("p")), key=lambda k: float(k[1:]))
+        if keys:
+            low, high = np.asarray(stats[keys[0]]), np.asarray(stats[keys[-1]])
+            ax.fill_between(epochs, low, high, alpha=0.2, color="C0")
+        for key in keys:
+            style = "-" if key == "p50" else "--"
+            ax.plot(epochs, stats[key], style, color="C0", linewidth=1, label=key)
+        mean, std = np.asarray(stats["mean"]), np.sqrt(np.asarray(stats["variance"]))
+        ax.plot(epochs, mean, ":", color="C3", label="mean")
+        ax.plot(epochs, mean + std, ":", color="C3", linewidth=0.7)
+        ax.plot(epochs, mean - std, ":", color="C3", linewidth=0.7)
+        ax.set_title(name, fontsize="small")
+    for ax in axes.ravel()[len(names) :]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("epoch")
+    axes[0, 0].legend(fontsize="x-small")
+    figure.tight_layout()
+    return figure

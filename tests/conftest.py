@@ -24,12 +24,11 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(autouse=True)
-def _clear_keras_session():
-    """Each test starts with float32 policy and fresh layer-name counters."""
+def _float32_policy():
+    """Each test starts and ends with the float32 policy, even if a mixed-precision test fails."""
     keras.config.set_dtype_policy("float32")
     yield
     keras.config.set_dtype_policy("float32")
-    keras.backend.clear_session()
 
 
 requires_tensorflow = pytest.mark.skipif(

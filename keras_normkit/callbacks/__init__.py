@@ -1,1 +1,14 @@
-"""keras_normkit.callbacks (work in progress)."""
+"""Training callbacks: learning-rate monitoring and reduction, early stopping, monitors."""
+
+from keras_normkit.callbacks.activation_statistics import ActivationStatistics
+from keras_normkit.callbacks.divergence import DivergenceGuard
+from keras_normkit.callbacks.early_stopping import EarlyStopping
+from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
+
+__all__ = [
+    "ActivationStatistics",
+    "DivergenceGuard",
+    "EarlyStopping",
+    "LearningRateMonitor",
+    "ReduceLROnPlateau",
+]

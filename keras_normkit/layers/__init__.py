@@ -1,6 +1,33 @@
 """Keras layers of keras_normkit."""
 
 from keras_normkit.layers.alpha_dropout import AlphaDropout
+from keras_normkit.layers.convex_combination import ConvexCombination
+from keras_normkit.layers.fast_weights import FastWeightsRNN, FastWeightsRNNCell
+from keras_normkit.layers.layer_norm_rnn import (
+    LayerNormGRU,
+    LayerNormGRUCell,
+    LayerNormLSTM,
+    LayerNormLSTMCell,
+    LayerNormSimpleRNN,
+    LayerNormSimpleRNNCell,
+)
+from keras_normkit.layers.qrn import QRN, QRNCell
+from keras_normkit.layers.scale_normalization import ScaleNormalization
 from keras_normkit.layers.selu import SELU
 
-__all__ = ["SELU", "AlphaDropout"]
+__all__ = [
+    "SELU",
+    "AlphaDropout",
+    "FastWeightsRNN",
+    "FastWeightsRNNCell",
+    "LayerNormSimpleRNNCell",
+    "LayerNormLSTMCell",
+    "LayerNormGRUCell",
+    "LayerNormSimpleRNN",
+    "LayerNormLSTM",
+    "LayerNormGRU",
+    "ScaleNormalization",
+    "ConvexCombination",
+    "QRN",
+    "QRNCell",
+]

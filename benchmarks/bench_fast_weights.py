@@ -1,0 +1,199 @@
+"""Benchmark `FastWeightsRNN`: train-step time vs LSTM, matrix vs memory form, peak memory.
+
+    .venv/bin/python benchmarks/bench_fast_weights.py            # everything (~15 min)
+    .venv/bin/python benchmarks/bench_fast_weights.py --section speed --jit 1
+
+Sections (one run prints markdown tables):
+
+* `speed`: one training step (forward + backward + Adam) of `FastWeightsRNN` (S = 1,
+  `"auto"`, `"matrix"`, `"memory"`) vs `keras.layers.LSTM` of the same units, and vs the
+  straightforward form every public implementation uses: a matrix-form cell carrying `A`
+  inside `keras.layers.RNN` (`keras.layers.RNN(FastWeightsRNNCell(units))`). B = 64, input 32,
+  (T, units) in (50, 128), (200, 64), (200, 256).
+* `grid`: `"matrix"` vs `"memory"` on a (T, units) grid at B = 32, and whether `"auto"`
+  is within 1.1x of the faster one.
+* `memory`: peak resident memory of a training step (each in a fresh subprocess) at
+  T = 400, units = 256, B = 32.
+
+The models of one configuration are timed in interleaved rounds (one step each per round).
+Times in ms are the minimum over rounds; ratios are the median over rounds of the per-round
+ratio, so that load from other processes on this shared machine hits both sides alike (it
+still adds a lot of noise).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import keras
+import numpy as np
+
+from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
+
+
+def make_model(kind, steps, features, units, jit):
+    if kind == "lstm":
+        layer = keras.layers.LSTM(units)
+    elif kind == "naive cell":
+        layer = keras.layers.RNN(FastWeightsRNNCell(units))
+    else:
+        layer = FastWeightsRNN(units, implementation=kind)
+    model = keras.Sequential([keras.Input((steps, features)), layer])
+    model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=jit)
+    return model
+
+
+def time_models(kinds, batch, steps, features, units, jit, rounds):
+    """Minimum seconds per train step of each model, measured in interleaved rounds."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch, steps, features)).astype("float32")
+    y = rng.normal(size=(batch, units)).astype("float32")
+    models = {}
+    for kind in kinds:
+        keras.backend.clear_session()
+        models[kind] = make_model(kind, steps, features, units, jit)
+        for _ in range(2):  # trace / compile and warm up
+            models[kind].train_on_batch(x, y)
+    times = {kind: [] for kind in kinds}
+    for _ in range(rounds):
+        for kind, model in models.items():
+            start = time.perf_counter()
+            model.train_on_batch(x, y)
+            times[kind].append(time.perf_counter() - start)
+    return {kind: np.asarray(t) for kind, t in times.items()}
+
+
+def best(times):
+    """Minimum seconds per step."""
+    return float(np.min(times))
+
+
+def ratio(numerator, denominator):
+    """Median over rounds of the per-round time ratio (robust to load changing over time)."""
+    return float(np.median(numerator / denominator))
+
+
+SPEED_CONFIGS = [(50, 128), (200, 64), (200, 256)]
+GRID_UNITS = (32, 64, 128, 256)
+GRID_STEPS = (8, 16, 32, 64, 128)
+
+
+def speed(jit, rounds, configs=SPEED_CONFIGS):
+    print(f"\n### Train-step time vs LSTM (B = 64, input 32, S = 1, jit_compile={jit})\n")
+    print(
+        "| T | units | LSTM ms | naive cell ms | matrix ms | memory ms | auto | "
+        "auto / LSTM | naive cell / auto |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    kinds = ["lstm", "naive cell", "matrix", "memory"]
+    for steps, units in configs:
+        r = time_models(kinds, 64, steps, 32, units, jit, rounds)
+        t = {kind: best(v) for kind, v in r.items()}
+        auto = FastWeightsRNN(units).resolve_implementation(steps)
+        print(
+            f"| {steps} | {units} | {t['lstm'] * 1e3:.1f} | {t['naive cell'] * 1e3:.1f} | "
+            f"{t['matrix'] * 1e3:.1f} | {t['memory'] * 1e3:.1f} | {auto} | "
+            f"{ratio(r[auto], r['lstm']):.2f} | {ratio(r['naive cell'], r[auto]):.2f} |",
+            flush=True,
+        )
+
+
+def grid(jit, rounds, units_list=GRID_UNITS, steps_list=GRID_STEPS):
+    print(f"\n### matrix vs memory, B = 32, input 32 (jit_compile={jit})\n")
+    print("| T | units | matrix ms | memory ms | memory / matrix | auto | auto / best |")
+    print("|---|---|---|---|---|---|---|")
+    worst = 1.0
+    for units in units_list:
+        for steps in steps_list:
+            r = time_models(["matrix", "memory"], 32, steps, 32, units, jit, rounds)
+            t = {kind: best(v) for kind, v in r.items()}
+            auto = FastWeightsRNN(units).resolve_implementation(steps)
+            mem_over_matrix = ratio(r["memory"], r["matrix"])
+            auto_over_best = max(1.0, mem_over_matrix if auto == "memory" else 1 / mem_over_matrix)
+            worst = max(worst, auto_over_best)
+            print(
+                f"| {steps} | {units} | {t['matrix'] * 1e3:.1f} | {t['memory'] * 1e3:.1f} | "
+                f"{mem_over_matrix:.2f} | {auto} | {auto_over_best:.2f} |",
+                flush=True,
+            )
+    print(f"\nworst auto / best on the grid: {worst:.2f} (target <= 1.10)")
+
+
+def peak_memory_child(implementation, jit):
+    """Run in a subprocess: peak RSS (MB) of one training step."""
+    import resource
+
+    batch, steps, units = 32, 400, 256
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    x = np.random.default_rng(0).normal(size=(batch, steps, 32)).astype("float32")
+    y = np.zeros((batch, units), "float32")
+    model = make_model(implementation, steps, 32, units, jit)
+    start = time.perf_counter()
+    model.train_on_batch(x, y)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    model.train_on_batch(x, y)
+    second = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_mb": peak, "base_mb": base, "first_s": first, "step_s": second}))
+
+
+def memory(jit):
+    print(f"\n### Peak memory of a training step, T = 400, units = 256, B = 32 (jit={jit})\n")
+    print("| model | peak RSS MB | RSS before building MB | step s |")
+    print("|---|---|---|---|")
+    for kind in ("lstm", "matrix", "memory"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", kind, "--jit", str(int(jit))],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            print(f"| {kind} | failed: {out.stderr.strip().splitlines()[-1:]} | | |")
+            continue
+        r = json.loads(lines[-1])
+        print(f"| {kind} | {r['peak_mb']:.0f} | {r['base_mb']:.0f} | {r['step_s']:.2f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--section", choices=["all", "speed", "grid", "memory"], default="all")
+    parser.add_argument("--jit", type=int, choices=[0, 1], default=None)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--configs", default=None, help="speed: (T, units) pairs, e.g. '50x128,200x64'"
+    )
+    parser.add_argument("--grid-units", default=None, help="grid: units, e.g. '64,128'")
+    parser.add_argument("--grid-steps", default=None, help="grid: T values, e.g. '32,64'")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        peak_memory_child(args.child, bool(args.jit))
+        return
+    jits = [False, True] if args.jit is None else [bool(args.jit)]
+    configs = SPEED_CONFIGS
+    if args.configs:
+        configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
+    units_list = GRID_UNITS if not args.grid_units else [int(v) for v in args.grid_units.split(",")]
+    steps_list = GRID_STEPS if not args.grid_steps else [int(v) for v in args.grid_steps.split(",")]
+    print(f"keras {keras.__version__}, backend {keras.backend.backend()}, {os.cpu_count()} CPUs")
+    for jit in jits:
+        if args.section in ("all", "speed"):
+            speed(jit, args.rounds, configs)
+        if args.section in ("all", "grid"):
+            grid(jit, max(3, args.rounds // 2), units_list, steps_list)
+        if args.section in ("all", "memory"):
+            memory(jit)
+
+
+if __name__ == "__main__":
+    main()

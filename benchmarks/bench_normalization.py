@@ -1,0 +1,162 @@
+"""Layer-normalized RNNs, ScaleNormalization and batch-norm folding vs what Keras offers.
+
+    python benchmarks/bench_normalization.py [--repeats 10] [--rounds 3]
+
+One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
+
+* a training step (`model.train_on_batch`, Adam) of `LayerNormLSTM` vs `keras.layers.LSTM`
+  and `LayerNormGRU` vs `keras.layers.GRU`, batch 64, 50 steps, 32 features, 128 units
+  (target <= 1.6);
+* forward+backward of `ScaleNormalization` vs `keras.layers.LayerNormalization` on a
+  (4096, 1024) float32 tensor (target <= 1.0);
+* inference of a Conv/BN/ReLU network folded by `fold_batch_normalization` vs the original
+  (target: folded faster), batch 64 of 32x32x3 images.
+
+Each case runs with XLA off and on. The two sides are timed in interleaved rounds (median
+of `repeats` calls per round, best round kept), so the machine's noise hits both alike.
+TensorFlow's default oneDNN setting is kept (on for x86 CPUs).
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_normkit.layers import LayerNormGRU, LayerNormLSTM, ScaleNormalization
+from keras_normkit.utils import fold_batch_normalization
+
+
+def median_time(fn, repeats):
+    fn()  # trace / compile / warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def compare(ours, theirs, repeats, rounds):
+    t_ours, t_theirs = float("inf"), float("inf")
+    for _ in range(rounds):
+        t_ours = min(t_ours, median_time(ours, repeats))
+        t_theirs = min(t_theirs, median_time(theirs, repeats))
+    return t_ours, t_theirs
+
+
+def rnn_train_step(layer_cls, jit, batch=64, steps=50, features=32, units=128):
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch, steps, features)).astype("float32")
+    y = rng.integers(0, 10, size=batch)
+    model = keras.Sequential(
+        [keras.Input((steps, features)), layer_cls(units), keras.layers.Dense(10)]
+    )
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit
+    )
+    return lambda: model.train_on_batch(x, y)
+
+
+def forward_backward(layer, x, jit):
+    layer.build(x.shape)
+
+    @tf.function(jit_compile=jit)
+    def step():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(y * y)
+        return tape.gradient(loss, [x, *layer.trainable_variables])
+
+    return lambda: [g.numpy() for g in step()]
+
+
+def conv_bn_net(blocks=4, filters=32):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((32, 32, 3))])
+    for _ in range(blocks):
+        model.add(keras.layers.Conv2D(filters, 3, padding="same", use_bias=False))
+        model.add(keras.layers.BatchNormalization())
+        model.add(keras.layers.ReLU())
+    model.add(keras.layers.GlobalAveragePooling2D())
+    model.add(keras.layers.Dense(10))
+    rng = np.random.default_rng(0)
+    for layer in model.layers:  # non-trivial statistics, as after training
+        if isinstance(layer, keras.layers.BatchNormalization):
+            layer.moving_mean.assign(rng.normal(size=filters).astype("float32"))
+            layer.moving_variance.assign(rng.uniform(0.5, 2, size=filters).astype("float32"))
+    return model
+
+
+def inference(model, x, jit):
+    @tf.function(jit_compile=jit)
+    def run():
+        return model(x, training=False)
+
+    return lambda: run().numpy()
+
+
+def main(repeats=10, rounds=3):
+    print(
+        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; "
+        f"best of {rounds} rounds of the median of {repeats} calls"
+    )
+    print(f"{'case':52s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s}")
+    rows = []
+
+    def report(name, jit, t_ours, t_theirs):
+        rows.append((name, jit, t_ours, t_theirs))
+        print(
+            f"{name:52s} {'on' if jit else 'off':>4s} {1e3 * t_ours:9.2f} "
+            f"{1e3 * t_theirs:9.2f} {t_ours / t_theirs:7.2f}",
+            flush=True,
+        )
+
+    for ours_cls, keras_cls, name in (
+        (LayerNormLSTM, keras.layers.LSTM, "train step LayerNormLSTM / LSTM (64x50x32, 128)"),
+        (LayerNormGRU, keras.layers.GRU, "train step LayerNormGRU / GRU (64x50x32, 128)"),
+    ):
+        for jit in (False, True):
+            t = compare(
+                rnn_train_step(ours_cls, jit),
+                rnn_train_step(keras_cls, jit),
+                repeats,
+                rounds,
+            )
+            report(name, jit, *t)
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(4096, 1024)).astype("float32"))
+    for jit in (False, True):
+        t = compare(
+            forward_backward(ScaleNormalization(), x, jit),
+            forward_backward(keras.layers.LayerNormalization(), x, jit),
+            repeats,
+            rounds,
+        )
+        report("fwd+bwd ScaleNormalization / LayerNormalization", jit, *t)
+
+    model = conv_bn_net()
+    folded = fold_batch_normalization(model, verbose=False)
+    images = tf.constant(np.random.default_rng(1).normal(size=(64, 32, 32, 3)).astype("float32"))
+    np.testing.assert_allclose(
+        model(images, training=False), folded(images, training=False), atol=1e-4
+    )
+    for jit in (False, True):
+        t = compare(inference(folded, images, jit), inference(model, images, jit), repeats, rounds)
+        report("inference folded / unfolded Conv-BN-ReLU x4 (64x32x32x3)", jit, *t)
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    main(args.repeats, args.rounds)

@@ -1,0 +1,122 @@
+"""QRN benchmark: parallel scan vs the step loop and vs `keras.layers.GRU` (one run).
+
+Times one forward+backward pass (the loss is the sum of the outputs; gradients of all
+weights and inputs) in a compiled `tf.function`, at B = 32, d = 64, units = 64, and prints
+ratios (QRN / other; below 1 means QRN is faster). Then the peak memory held by TensorFlow's
+CPU allocator (inputs, activations, gradients; one fresh process per T) during parallel
+forward+backward passes at T = 1000, 2000, 5000: linear in T means a constant multiple
+of one (B, T, units) float32 tensor.
+
+    .venv/bin/python benchmarks/bench_qrn.py [--repeats 10]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_normkit.layers import QRN
+
+BATCH, DIM, UNITS = 32, 64, 64
+
+
+def make_step(kind, steps):
+    """A compiled forward+backward function and its inputs for a layer `kind`."""
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(BATCH, steps, DIM)).astype("float32"))
+    q = tf.constant(rng.normal(size=(BATCH, DIM)).astype("float32"))
+    if kind == "gru":
+        layer = keras.layers.GRU(UNITS, return_sequences=True)
+        inputs = [x]
+    else:
+        layer = QRN(UNITS, implementation=kind)
+        inputs = [x, q]
+
+    def forward(*tensors):
+        return layer(list(tensors) if len(tensors) > 1 else tensors[0])
+
+    forward(*inputs)  # build
+
+    @tf.function
+    def step(*tensors):
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            loss = tf.reduce_sum(forward(*tensors))
+        return tape.gradient(loss, [*layer.trainable_weights, *tensors])
+
+    return step, inputs
+
+
+def seconds_per_step(kind, steps, repeats):
+    step, inputs = make_step(kind, steps)
+    step(*inputs)  # trace and warm up
+    step(*inputs)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step(*inputs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def peak_memory_bytes(steps):
+    """Peak bytes held by TensorFlow's CPU allocator during parallel forward+backward passes.
+
+    Includes the inputs, activations and gradients. TensorFlow keeps CPU allocator
+    statistics only with oneDNN enabled and cannot reset the peak, so this runs in a fresh
+    process per T, started with `TF_ENABLE_ONEDNN_OPTS=1`.
+    """
+    step, inputs = make_step("parallel", steps)
+    step(*inputs)
+    step(*inputs)
+    return tf.config.experimental.get_memory_info("CPU:0")["peak"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--memory-of", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_of is not None:
+        print(peak_memory_bytes(args.memory_of))
+        return
+
+    print(f"B={BATCH}, d={DIM}, units={UNITS}, forward+backward, median of {args.repeats} runs")
+    times = {}
+    for steps in (200, 1000):
+        for kind in ("parallel", "sequential", "gru"):
+            times[kind, steps] = seconds_per_step(kind, steps, args.repeats)
+            print(f"  T={steps:5d} {kind:10s} {1e3 * times[kind, steps]:8.1f} ms")
+    print("ratios (target):")
+    for steps, target in ((200, 0.4), (1000, 0.3)):
+        ratio = times["parallel", steps] / times["gru", steps]
+        print(f"  parallel / GRU         T={steps:5d}: {ratio:.3f}x  (<= {target}x)")
+    speedup = times["sequential", 200] / times["parallel", 200]
+    print(f"  sequential / parallel  T=  200: {speedup:.1f}x faster  (>= 5x)")
+
+    print(
+        "peak memory of a parallel forward+backward pass (TensorFlow CPU allocator peak, fresh process each):"
+    )
+    for steps in (1000, 2000, 5000):
+        child = [sys.executable, __file__, "--memory-of", str(steps)]
+        env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
+        out = subprocess.run(child, capture_output=True, text=True, check=True, env=env).stdout
+        peak = int(out.split()[-1])
+        activations = BATCH * steps * UNITS * 4
+        print(
+            f"  T={steps:5d}: {peak / 2**20:7.1f} MiB "
+            f"= {peak / activations:.1f} x one (B, T, units) float32 tensor"
+        )
+
+
+if __name__ == "__main__":
+    main()

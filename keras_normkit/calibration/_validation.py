@@ -1,0 +1,177 @@
+"""Input checks shared by the calibration functions (NumPy in, clear `ValueError` out).
+
+Every public calibration function checks its arrays here, once, at the boundary. A check
+never repairs its input: NaN/Inf values, labels out of range or of the wrong shape, fewer
+than two classes and empty arrays are all rejected with a message that says what was
+received and what is expected.
+"""
+
+import mmap
+
+import keras
+import numpy as np
+
+#: Rows per chunk are chosen so that one float64 chunk takes about this many bytes.
+CHUNK_BYTES = 8 * 2**20
+
+
+def to_numpy(x, name):
+    """`x` as a NumPy array (NumPy arrays and memmaps are returned as they are)."""
+    if x is None:
+        raise ValueError(f"`{name}` must be an array. Received: {name}=None")
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(keras.ops.convert_to_numpy(x))
+    except Exception:  # noqa: BLE001 - anything array-like NumPy itself accepts
+        return np.asarray(x)
+
+
+def chunk_slices(num_rows, row_width):
+    """Row slices covering `num_rows` rows in chunks of about `CHUNK_BYTES` float64 bytes."""
+    step = max(1, CHUNK_BYTES // (8 * max(1, row_width)))
+    return [slice(i, min(i + step, num_rows)) for i in range(0, num_rows, step)]
+
+
+def read_rows(array, rows):
+    """`array[rows]` as an in-memory array.
+
+    For a `numpy.memmap` opened on a file, the rows are read with `numpy.fromfile` rather
+    than through the mapping: pages touched through a mapping stay in the process's
+    resident memory until it is unmapped, so scanning a large memmap would grow the RSS
+    with N. Reading them keeps the resident memory at one chunk.
+    """
+    if (
+        isinstance(array, np.memmap)
+        and isinstance(array.base, mmap.mmap)
+        and array.filename is not None
+        and array.flags.c_contiguous
+    ):
+        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+        start, stop, _ = rows.indices(len(array))
+        count = max(0, stop - start) * row_bytes // array.itemsize
+        data = np.fromfile(
+            array.filename, dtype=array.dtype, count=count, offset=array.offset + start * row_bytes
+        )
+        return data.reshape((-1, *array.shape[1:]))
+    return np.asarray(array[rows])
+
+
+def check_logits(logits, name="logits", check_finite=True):
+    """Validated logits as a 2-D array `(n, k)` (not copied) and whether they are binary.
+
+    `(n,)` and `(n, 1)` are one logit per example (binary: `sigmoid(z)` is the probability
+    of class 1); `(n, k)` with `k >= 2` are softmax logits.
+    """
+    logits = to_numpy(logits, name)
+    if logits.ndim not in (1, 2):
+        raise ValueError(
+            f"`{name}` must have shape (num_examples, num_classes), or (num_examples,) for a "
+            f"binary classifier. Received: {name}.shape={logits.shape}"
+        )
+    if logits.ndim == 1:
+        logits = logits.reshape(-1, 1)
+    if logits.shape[0] == 0:
+        raise ValueError(
+            f"`{name}` is empty: at least one example is needed. Received: "
+            f"{name}.shape={logits.shape}"
+        )
+    if logits.shape[1] == 0:
+        raise ValueError(
+            f"`{name}` must have at least 1 column (1 logit for a binary classifier, >= 2 "
+            f"for softmax). Received: {name}.shape={logits.shape}"
+        )
+    if not (np.issubdtype(logits.dtype, np.floating) or np.issubdtype(logits.dtype, np.integer)):
+        raise ValueError(f"`{name}` must be numeric. Received: {name}.dtype={logits.dtype}")
+    if check_finite:
+        for rows in chunk_slices(*logits.shape):
+            _check_finite_chunk(read_rows(logits, rows), name, rows.start)
+    return logits, logits.shape[1] == 1
+
+
+def _check_finite_chunk(chunk, name, offset):
+    finite = np.isfinite(chunk)
+    if not finite.all():
+        bad = np.argwhere(~finite)[0]
+        row = int(bad[0]) + offset
+        raise ValueError(
+            f"`{name}` must be finite (no NaN or Inf). Received {chunk[tuple(bad)]} in row "
+            f"{row} ({int((~finite).sum())} non-finite values in rows {offset}.."
+            f"{offset + len(chunk) - 1})."
+        )
+
+
+def check_labels(labels, num_examples, num_classes, name="labels"):
+    """Integer class labels `(n,)` from integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
+
+    `num_classes` is the number of classes (2 for a single binary logit).
+    """
+    labels = to_numpy(labels, name)
+    if labels.ndim == 2 and labels.shape[1] == num_classes and num_classes >= 2:
+        values = np.asarray(labels)
+        if values.size and not (np.isin(values, (0, 1)).all() and (values.sum(1) == 1).all()):
+            raise ValueError(
+                f"`{name}` of shape {labels.shape} is read as one-hot, so every row must hold a "
+                "single 1 and zeros elsewhere (soft labels are not supported). Received rows "
+                "that are not one-hot."
+            )
+        labels = values.argmax(axis=1)
+    elif labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels[:, 0]
+    elif labels.ndim != 1:
+        raise ValueError(
+            f"`{name}` must be integer class labels of shape ({num_examples},) or "
+            f"({num_examples}, 1), or one-hot of shape ({num_examples}, {num_classes}). "
+            f"Received: {name}.shape={labels.shape}"
+        )
+    if labels.shape[0] != num_examples:
+        raise ValueError(
+            f"`{name}` must have one entry per example ({num_examples}). "
+            f"Received: {name}.shape={labels.shape}"
+        )
+    if np.issubdtype(labels.dtype, np.floating):
+        if not np.isfinite(labels).all() or (labels != np.round(labels)).any():
+            raise ValueError(
+                f"`{name}` must be integers in [0, {num_classes - 1}]. Received non-integer "
+                f"values such as {labels[~np.isfinite(labels) | (labels != np.round(labels))][0]}"
+            )
+    elif not (np.issubdtype(labels.dtype, np.integer) or labels.dtype == bool):
+        raise ValueError(f"`{name}` must be integers. Received: {name}.dtype={labels.dtype}")
+    labels = labels.astype(np.int64)
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(
+            f"`{name}` must be in [0, {num_classes - 1}] ({num_classes} classes). Received "
+            f"values in [{labels.min()}, {labels.max()}]."
+        )
+    return labels
+
+
+def check_probabilities(probabilities, name="probabilities", atol=1e-3):
+    """Validated probabilities `(n, k)` (`(n,)`/`(n, 1)` binary become `(n, 2)`), float64.
+
+    Rows must lie in [0, 1] and (for `k >= 2`) sum to 1 within `atol`: logits passed where
+    probabilities are expected are rejected, not squashed.
+    """
+    probabilities, binary = check_logits(probabilities, name)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    if (probabilities < 0).any() or (probabilities > 1).any():
+        raise ValueError(
+            f"`{name}` must be probabilities in [0, 1]. Received values in "
+            f"[{probabilities.min():.4g}, {probabilities.max():.4g}] (logits? apply softmax or "
+            "sigmoid first)."
+        )
+    if binary:
+        return np.concatenate([1.0 - probabilities, probabilities], axis=1)
+    sums = probabilities.sum(axis=1)
+    if np.abs(sums - 1.0).max() > atol:
+        raise ValueError(
+            f"Each row of `{name}` must sum to 1 (a softmax output). Received row sums in "
+            f"[{sums.min():.6g}, {sums.max():.6g}]."
+        )
+    return probabilities
+
+
+def check_num_bins(num_bins):
+    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
+        raise ValueError(f"`num_bins` must be an integer >= 1. Received: num_bins={num_bins!r}")
+    return int(num_bins)

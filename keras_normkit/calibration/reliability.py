@@ -1,0 +1,83 @@
+"""Reliability diagrams (matplotlib is imported only when a diagram is drawn)."""
+
+import numpy as np
+
+from keras_normkit.calibration import functional
+
+__all__ = ["reliability_diagram"]
+
+
+def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None):
+    """Draw a reliability diagram: accuracy vs confidence in M bins, with ECE in the title.
+
+    For each confidence bin B_m = ((m-1)/M, m/M] (see `calibration_bins`) a blue bar
+    shows acc(B_m) and a hatched red bar the gap up (or down) to conf(B_m); a perfectly
+    calibrated classifier follows the dashed diagonal. Grey bars on a secondary axis show
+    the fraction of examples per bin (the confidence histogram), since a large gap in an
+    almost empty bin matters little. The title reports ECE (see
+    `expected_calibration_error`, same bins).
+
+    Args:
+        probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
+            class 1 for a binary classifier.
+        labels: Integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
+        num_bins: Number of bins M (15 in Guo et al.).
+        ax: A matplotlib `Axes` to draw on (default: a new 4 x 4 inch figure).
+        title: Optional text put before the ECE in the title.
+
+    Returns:
+        The matplotlib `Axes` of the diagram.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.calibration import reliability_diagram
+    >>> p = np.random.default_rng(0).dirichlet(np.ones(3), size=200)
+    >>> ax = reliability_diagram(p, p.argmax(1), num_bins=10, title="argmax labels")
+    >>> ax.get_title()
+    'argmax labels: ECE = ...'
+
+    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
+    arXiv:1706.04599, Figure 1 and Section 2.
+    """
+    import matplotlib.pyplot as plt
+
+    bins = functional.calibration_bins(probabilities, labels, num_bins)
+    ece = functional.expected_calibration_error(probabilities, labels, num_bins)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 4))
+    width = 1.0 / num_bins
+    centers = bins.edges[:-1] + width / 2
+    full = bins.counts > 0
+    accuracy = np.where(full, bins.accuracy, 0.0)
+    gap = np.where(full, bins.confidence - accuracy, 0.0)
+    histogram = ax.twinx()
+    histogram.bar(centers, bins.counts / bins.counts.sum(), width, color="0.6", alpha=0.35)
+    histogram.set_ylim(0, 4)
+    histogram.set_yticks([])
+    ax.set_zorder(histogram.get_zorder() + 1)
+    ax.patch.set_visible(False)
+    ax.bar(
+        centers, accuracy, width, color="tab:blue", edgecolor="k", linewidth=0.5, label="accuracy"
+    )
+    ax.bar(
+        centers,
+        gap,
+        width,
+        bottom=accuracy,
+        color="tab:red",
+        alpha=0.3,
+        hatch="//",
+        edgecolor="tab:red",
+        linewidth=0.5,
+        label="gap to confidence",
+    )
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.legend(loc="upper left", fontsize="small")
+    prefix = f"{title}: " if title else ""
+    ax.set_title(f"{prefix}ECE = {100 * ece:.2f} %")
+    return ax

@@ -1,0 +1,462 @@
+"""Keras models that wrap a trained classifier with a post-hoc calibration map.
+
+`TemperatureScaling`, `VectorScaling` and `MatrixScaling` are `keras.Model` subclasses:
+`wrapper(x) = softmax(f(z(x)))` where z are the wrapped classifier's logits and f the
+fitted map (z / T, w * z + b, or z @ A + b). The parameters are non-trainable weights, so
+the wrapper saves to `.keras` (no `custom_objects`), exports with `model.export()`, and
+serves like any Keras model; its call path uses `keras.ops` only (any backend).
+`calibrate(x, y)` runs the classifier once over held-out data (`collect.py`), then fits the
+map in NumPy (`fitting.py`).
+
+A classifier whose last layer applies softmax or sigmoid is handled by recovering its
+logits as log-probabilities: softmax(log p / T) = softmax(z / T) exactly, since softmax is
+shift-invariant (binary: log(p / (1 - p)) = z). Probabilities that underflowed to 0 in
+float32 are floored at the smallest normal float32 before the log (a warning says so);
+a classifier that outputs logits is used as is and loses nothing.
+
+Reference: Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern Neural Networks",
+ICML 2017, arXiv:1706.04599.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_normkit.calibration import collect, fitting
+
+__all__ = ["TemperatureScaling", "VectorScaling", "MatrixScaling"]
+
+_TINY = float(np.finfo(np.float32).tiny)
+_OUTPUTS = ("probabilities", "logits")
+_MODEL_OUTPUTS = ("auto", "logits", "probabilities")
+
+
+def _output_layer(model):
+    """The layer producing a functional/sequential model's output (None if unknown)."""
+    try:
+        outputs = model.outputs
+    except (AttributeError, ValueError):
+        outputs = None
+    if outputs and len(outputs) == 1:
+        history = getattr(outputs[0], "_keras_history", None)
+        if history is not None:
+            return history[0]
+    layers = getattr(model, "layers", None)
+    return layers[-1] if layers else None
+
+
+def _detect_model_output(model):
+    """'probabilities' if the last layer is a softmax/sigmoid, else 'logits'."""
+    layer = _output_layer(model)
+    if isinstance(layer, keras.layers.Softmax):
+        return "probabilities"
+    activation = getattr(getattr(layer, "activation", None), "__name__", None)
+    return "probabilities" if activation in ("softmax", "sigmoid") else "logits"
+
+
+def _static_num_classes(model):
+    """The last dimension of the model's single output if it is known statically, else None."""
+    try:
+        outputs = model.outputs
+    except (AttributeError, ValueError):
+        return None
+    if not outputs:
+        return None
+    if len(outputs) != 1:
+        raise ValueError(
+            "The wrapped model must have a single output of shape (batch, num_classes). "
+            f"Received a model with {len(outputs)} outputs."
+        )
+    return _check_output_shape(outputs[0].shape)
+
+
+def _check_output_shape(shape):
+    if len(shape) < 2 or shape[-1] == 0:
+        raise ValueError(
+            "The wrapped model must output logits or probabilities of shape (batch, "
+            f"num_classes) (num_classes = 1 for a binary classifier). Received an output of "
+            f"shape {tuple(shape)}."
+        )
+    return shape[-1]
+
+
+class _CalibratedClassifier(keras.Model):
+    """Shared machinery: logits recovery, output activation, calibrate, config."""
+
+    def __init__(self, model, output="probabilities", model_output="auto", **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(model, keras.Model):
+            raise ValueError(
+                f"`model` must be a trained keras.Model. Received: model={model!r} "
+                f"(type {type(model).__name__})"
+            )
+        if output not in _OUTPUTS:
+            raise ValueError(f"`output` must be one of {_OUTPUTS}. Received: output={output!r}")
+        if model_output not in _MODEL_OUTPUTS:
+            raise ValueError(
+                f"`model_output` must be one of {_MODEL_OUTPUTS}. "
+                f"Received: model_output={model_output!r}"
+            )
+        self.classifier = model
+        self.output_type = output
+        if model_output == "auto":
+            model_output = _detect_model_output(model)
+            if model_output == "probabilities":
+                warnings.warn(
+                    f"The last layer of {model.name!r} applies softmax/sigmoid: its logits are "
+                    "recovered as log-probabilities (probabilities that underflowed to 0 are "
+                    "floored at 1.2e-38). For exact logits, wrap a model whose last layer is "
+                    "linear, or pass model_output='probabilities' to silence this warning.",
+                    stacklevel=3,
+                )
+        self.model_output = model_output
+        num_classes = _static_num_classes(model)
+        self._check_num_classes(num_classes)
+        self.num_classes = num_classes
+        if num_classes is not None:
+            self._create_calibration_weights(num_classes)
+
+    # -- subclass hooks ------------------------------------------------------------------
+
+    def _create_calibration_weights(self, num_classes):
+        raise NotImplementedError
+
+    def _calibration_weights_created(self):
+        raise NotImplementedError
+
+    def _apply(self, logits):
+        raise NotImplementedError
+
+    def _fit(self, logits, labels):
+        raise NotImplementedError
+
+    # -- Keras ---------------------------------------------------------------------------
+
+    def _check_num_classes(self, num_classes):
+        if num_classes == 1 and self.model_output == "probabilities":
+            layer = _output_layer(self.classifier)
+            activation = getattr(getattr(layer, "activation", None), "__name__", None)
+            if activation == "softmax" or isinstance(layer, keras.layers.Softmax):
+                raise ValueError(
+                    "The wrapped model ends with a softmax over a single unit, whose output is "
+                    "always 1: it carries no information to calibrate. Expected >= 2 softmax "
+                    "units, or a single sigmoid/logit unit for a binary classifier."
+                )
+
+    def build(self, input_shape):
+        if not self._calibration_weights_created():
+            spec = self.classifier.compute_output_spec(keras.KerasTensor(input_shape))
+            if isinstance(spec, (list, tuple, dict)):
+                raise ValueError(
+                    "The wrapped model must have a single output of shape (batch, "
+                    f"num_classes). Received a structure of outputs: {spec}"
+                )
+            self.num_classes = _check_output_shape(spec.shape)
+            self._create_calibration_weights(self.num_classes)
+        self.built = True
+
+    def _logits(self, outputs):
+        """The classifier's logits (in float32) from its outputs, with `keras.ops`."""
+        if isinstance(outputs, (list, tuple, dict)):
+            raise ValueError(
+                "The wrapped model must have a single output of shape (batch, num_classes). "
+                f"Received a {type(outputs).__name__} of outputs."
+            )
+        z = ops.cast(outputs, "float32")
+        if self.model_output == "logits":
+            return z
+        if z.shape[-1] == 1:
+            return ops.log(ops.maximum(z, _TINY)) - ops.log(ops.maximum(1.0 - z, _TINY))
+        return ops.log(ops.maximum(z, _TINY))
+
+    def _numpy_logits(self, outputs):
+        """NumPy twin of `_logits` for the collected predictions (same float32 arithmetic)."""
+        if isinstance(outputs, (list, tuple, dict)):
+            raise ValueError(
+                "The wrapped model must have a single output of shape (batch, num_classes). "
+                f"Received a {type(outputs).__name__} of outputs."
+            )
+        z = np.asarray(outputs, dtype=np.float32)
+        if z.ndim < 2:
+            _check_output_shape(z.shape)
+        if self.model_output == "logits":
+            return z
+        tiny = np.float32(_TINY)
+        if z.shape[-1] == 1:
+            return np.log(np.maximum(z, tiny)) - np.log(np.maximum(np.float32(1) - z, tiny))
+        return np.log(np.maximum(z, tiny))
+
+    def call(self, inputs, training=False):
+        logits = self._apply(self._logits(self.classifier(inputs, training=training)))
+        if self.output_type == "logits":
+            return logits
+        if logits.shape[-1] == 1:
+            return ops.sigmoid(logits)
+        return ops.softmax(logits, axis=-1)
+
+    def calibrate(
+        self,
+        x,
+        y=None,
+        batch_size=None,
+        verbose="auto",
+        max_memory_bytes=collect.DEFAULT_MAX_MEMORY_BYTES,
+    ):
+        """Fit the calibration map on held-out data; returns `self`.
+
+        Runs the wrapped classifier once over the data (in inference mode, with a progress
+        bar), collecting its logits batch by batch (spilled to a temporary memmap file
+        beyond `max_memory_bytes`), then fits the map by minimum NLL.
+
+        Args:
+            x: Held-out inputs (NumPy arrays) or a batched `tf.data.Dataset` of `(x, y)`.
+                Never the training data: a classifier is over-confident on it by design.
+            y: Integer labels `(n,)` or one-hot `(n, k)` when `x` is an array; `None` for a
+                dataset.
+            batch_size: Batch size for arrays (default 256).
+            verbose: `"auto"`/1 for a progress bar, 0 for silence.
+            max_memory_bytes: Memory budget of the collected logits (default 1 GiB).
+
+        Returns:
+            `self`, calibrated.
+        """
+
+        def predict_batch(x_batch):
+            return self._numpy_logits(self.classifier.predict_on_batch(x_batch))
+
+        with collect.collect_logits(
+            predict_batch, x, y, batch_size, verbose, max_memory_bytes
+        ) as data:
+            if not self._calibration_weights_created():
+                self.num_classes = data.logits.shape[1]
+                self._create_calibration_weights(self.num_classes)
+            self._fit(data.logits, data.labels)
+        return self
+
+    def compute_output_shape(self, input_shape):
+        return self.classifier.compute_output_shape(input_shape)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "model": keras.saving.serialize_keras_object(self.classifier),
+            "output": self.output_type,
+            "model_output": self.model_output,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["model"] = keras.saving.deserialize_keras_object(config["model"])
+        return cls(**config)
+
+
+_COMMON_ARGS = """        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
+            (the calibrated logits) for the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`."""
+
+_CALL_ARGS = """    Call arguments:
+        inputs: Inputs of the wrapped model.
+        training: Passed to the wrapped model (calibration is an inference-time map)."""
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class TemperatureScaling(_CalibratedClassifier):
+    __doc__ = f"""Temperature scaling of a trained classifier: p = softmax(z / T), T > 0.
+
+    One scalar T, fitted by `calibrate(x, y)` to minimize the NLL on held-out data (Newton
+    in log T, see `fit_temperature`), softens (T > 1) or sharpens (T < 1) the predicted
+    probabilities without changing any argmax, so accuracy is unchanged. Binary
+    classifiers with one logit use sigmoid(z / T). T is a non-trainable weight (1 before
+    calibration): it is saved with the model and kept by `model.export()`.
+
+    Args:
+{_COMMON_ARGS}
+
+{_CALL_ARGS}
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.calibration import TemperatureScaling
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(512, 8)).astype("float32")
+    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    >>> kernel = np.zeros((8, 2), "float32")
+    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
+    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+    >>> calibrated = TemperatureScaling(model).calibrate(x, y, verbose=0)
+    >>> calibrated.temperature_ > 1  # the classifier was over-confident
+    True
+    >>> tuple(calibrated(x[:2]).shape)
+    (2, 2)
+
+    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
+    arXiv:1706.04599, Section 4.2.
+    """
+
+    def _create_calibration_weights(self, num_classes):
+        if getattr(self, "temperature", None) is None:
+            self.temperature = self.add_weight(
+                shape=(), initializer="ones", trainable=False, name="temperature"
+            )
+
+    def _calibration_weights_created(self):
+        return getattr(self, "temperature", None) is not None
+
+    def __init__(self, model, output="probabilities", model_output="auto", **kwargs):
+        super().__init__(model, output=output, model_output=model_output, **kwargs)
+        self._create_calibration_weights(None)
+
+    @property
+    def temperature_(self):
+        """The fitted temperature T (a Python float; 1.0 before `calibrate`)."""
+        return float(ops.convert_to_numpy(self.temperature))
+
+    def _apply(self, logits):
+        return ops.divide(logits, ops.cast(self.temperature, logits.dtype))
+
+    def _fit(self, logits, labels):
+        self.temperature.assign(fitting.fit_temperature(logits, labels))
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class VectorScaling(_CalibratedClassifier):
+    __doc__ = f"""Vector scaling of a trained classifier: p = softmax(w * z + b).
+
+    A per-class scale w and bias b (2k parameters, non-trainable weights `scale` and
+    `bias`), fitted by `calibrate(x, y)` to minimize NLL + l2 * (|w - mean w|^2 + |b|^2) on
+    held-out data (L-BFGS from the temperature solution w = 1/T, see
+    `fit_vector_scaling`). It generalizes
+    temperature scaling (w = 1/T, b = 0) and may change the argmax. For a single binary
+    logit it is Platt scaling, sigmoid(w z + b).
+
+    Args:
+{_COMMON_ARGS}
+        l2: Non-negative weight of the penalty on the spread of w and on b (default 0.01;
+            0 gives the unregularized map of Guo et al.).
+
+{_CALL_ARGS}
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.calibration import VectorScaling
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(512, 8)).astype("float32")
+    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    >>> kernel = np.zeros((8, 2), "float32")
+    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
+    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+    >>> calibrated = VectorScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
+    >>> tuple(calibrated(x[:2]).shape)
+    (2, 2)
+
+    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
+    arXiv:1706.04599, Section 4.2.
+    """
+
+    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
+        l2 = fitting._check_l2(l2)
+        super().__init__(model, output=output, model_output=model_output, **kwargs)
+        self.l2 = l2
+
+    def _create_calibration_weights(self, num_classes):
+        self.scale = self.add_weight(
+            shape=(num_classes,), initializer="ones", trainable=False, name="scale"
+        )
+        self.bias = self.add_weight(
+            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
+        )
+
+    def _calibration_weights_created(self):
+        return getattr(self, "scale", None) is not None
+
+    def _apply(self, logits):
+        return logits * ops.cast(self.scale, logits.dtype) + ops.cast(self.bias, logits.dtype)
+
+    def _fit(self, logits, labels):
+        scale, bias = fitting.fit_vector_scaling(logits, labels, l2=self.l2)
+        self.scale.assign(scale.astype("float32"))
+        self.bias.assign(bias.astype("float32"))
+
+    def get_config(self):
+        return {**super().get_config(), "l2": self.l2}
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class MatrixScaling(_CalibratedClassifier):
+    __doc__ = f"""Matrix scaling of a trained classifier: p = softmax(z @ A + b).
+
+    A full k x k matrix A and bias b (non-trainable weights `kernel` and `bias`), fitted
+    by `calibrate(x, y)` to minimize NLL + l2 * (|off-diagonal of A|^2 + |b|^2) on held-out
+    data (L-BFGS from A = I / T, see `fit_matrix_scaling`). The penalty (ODIR, Kull et al.
+    2019) keeps the k^2 parameters from overfitting a small validation set; the diagonal
+    is free, so temperature-like solutions cost nothing. It may change the argmax.
+
+    Args:
+{_COMMON_ARGS}
+        l2: Non-negative weight of the off-diagonal and bias penalty (default 0.1).
+
+{_CALL_ARGS}
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.calibration import MatrixScaling
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(512, 8)).astype("float32")
+    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    >>> kernel = np.zeros((8, 2), "float32")
+    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
+    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+    >>> calibrated = MatrixScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
+    >>> tuple(calibrated(x[:2]).shape)
+    (2, 2)
+
+    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
+    arXiv:1706.04599, Section 4.2; Kull et al., NeurIPS 2019, arXiv:1910.12656 (ODIR).
+    """
+
+    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
+        l2 = fitting._check_l2(l2)
+        super().__init__(model, output=output, model_output=model_output, **kwargs)
+        self.l2 = l2
+
+    def _create_calibration_weights(self, num_classes):
+        self.kernel = self.add_weight(
+            shape=(num_classes, num_classes),
+            initializer="identity",
+            trainable=False,
+            name="kernel",
+        )
+        self.bias = self.add_weight(
+            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
+        )
+
+    def _calibration_weights_created(self):
+        return getattr(self, "kernel", None) is not None
+
+    def _apply(self, logits):
+        return ops.matmul(logits, ops.cast(self.kernel, logits.dtype)) + ops.cast(
+            self.bias, logits.dtype
+        )
+
+    def _fit(self, logits, labels):
+        kernel, bias = fitting.fit_matrix_scaling(logits, labels, l2=self.l2)
+        self.kernel.assign(kernel.astype("float32"))
+        self.bias.assign(bias.astype("float32"))
+
+    def get_config(self):
+        return {**super().get_config(), "l2": self.l2}

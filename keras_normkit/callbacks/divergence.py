@@ -1,0 +1,172 @@
+"""`DivergenceGuard`: stop, or roll back and halve the learning rate, when the loss diverges."""
+
+import math
+import numbers
+
+import keras
+
+from keras_normkit.callbacks._monitor import get_monitor_value
+from keras_normkit.callbacks.learning_rate import (
+    _inner_optimizer,
+    scale_learning_rate,
+    track_schedule_multiplier,
+    untrack_schedule_multiplier,
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class DivergenceGuard(keras.callbacks.Callback):
+    """Detect a diverging loss; stop, or roll back to the last good epoch and halve the rate.
+
+    The monitored value diverges when it is NaN or infinite, or when
+    `value > factor * best`, `best` being the lowest value seen at the end of an epoch (the
+    ratio test applies once `best > 0`). Training losses are checked after every batch and
+    at the end of every epoch; validation quantities at the end of every epoch.
+
+    - `on_divergence="stop"`: stop training at once (like `keras.callbacks.TerminateOnNaN`,
+      which only handles NaN/Inf).
+    - `on_divergence="rollback"`: at the end of the epoch in which the divergence happened,
+      restore the model weights and optimizer slots of the last good epoch (the optimizer's
+      step keeps counting), multiply the learning rate by 0.5 (for a schedule, through the
+      `keras_normkit.schedules.Scaled` multiplier) and continue. Acting at the end of the
+      epoch keeps it backend-agnostic. A training loss is measured on the weights *during*
+      the epoch, so the state restored is the one at the start of the last good epoch; a
+      validation quantity is measured after the epoch, so it is the state at its end.
+
+    Each event is recorded in `.events` as a dict (epoch, batch, value, action).
+
+    Args:
+        monitor: Quantity to watch, e.g. `"loss"` or `"val_loss"`.
+        factor: Float > 1, the allowed ratio to the best value.
+        on_divergence: `"stop"` or `"rollback"`.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.callbacks import DivergenceGuard
+    >>> guard = DivergenceGuard(on_divergence="rollback")
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(keras.optimizers.SGD(3.0), loss="mse")  # too large: diverges
+    >>> x = np.random.default_rng(0).normal(size=(64, 2))
+    >>> history = model.fit(x, x @ [[1.0], [2.0]], batch_size=64, epochs=40,
+    ...                     callbacks=[guard], verbose=0)
+    >>> bool(np.isfinite(history.history["loss"][-1])), len(guard.events) > 0
+    (True, True)
+
+    Reference: `keras.callbacks.TerminateOnNaN`; the "halve the step on divergence" rule of
+    classical line searches (e.g. Bottou, "Stochastic Gradient Descent Tricks", 2012).
+    """
+
+    def __init__(self, monitor="loss", factor=10.0, on_divergence="stop"):
+        super().__init__()
+        if not isinstance(monitor, str):
+            raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
+        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+            raise TypeError(f"`factor` must be a float. Received: factor={factor!r}")
+        if not (math.isfinite(factor) and factor > 1.0):
+            raise ValueError(f"`factor` must be a finite float > 1. Received: factor={factor}")
+        if on_divergence not in ("stop", "rollback"):
+            raise ValueError(
+                "`on_divergence` must be 'stop' or 'rollback'. "
+                f"Received: on_divergence={on_divergence!r}"
+            )
+        self.monitor = monitor
+        self.factor = float(factor)
+        self.on_divergence = on_divergence
+        self.best = None
+        self.events = []
+        self._good = None
+        self._diverged = None
+
+    def set_model(self, model):
+        super().set_model(model)
+        if self.on_divergence == "rollback" and getattr(model, "optimizer", None) is not None:
+            track_schedule_multiplier(model)
+
+    def _is_divergent(self, value):
+        if not math.isfinite(value):
+            return True
+        return self.best is not None and self.best > 0 and value > self.factor * self.best
+
+    def _lr_variables(self, optimizer):
+        excluded = [optimizer._iterations]
+        learning_rate = optimizer._learning_rate
+        excluded.append(getattr(learning_rate, "multiplier", learning_rate))
+        return excluded
+
+    def _state(self):
+        optimizer = _inner_optimizer(self.model.optimizer)
+        excluded = self._lr_variables(optimizer)
+        slots = [
+            None if any(v is e for e in excluded) else keras.ops.convert_to_numpy(v)
+            for v in optimizer.variables
+        ]
+        return self.model.get_weights(), slots
+
+    def _restore_good_state(self):
+        weights, slots = self._good
+        self.model.set_weights(weights)
+        optimizer = _inner_optimizer(self.model.optimizer)
+        for variable, value in zip(optimizer.variables, slots, strict=False):
+            if value is not None:
+                variable.assign(value)
+
+    def on_train_begin(self, logs=None):
+        self._diverged = None
+        if self.on_divergence == "rollback":
+            self._good = self._candidate = self._state()
+
+    def _record(self, epoch, batch, value):
+        self.events.append(
+            {"epoch": epoch, "batch": batch, "value": value, "action": self.on_divergence}
+        )
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self._diverged = None
+        if self.on_divergence == "rollback" and not self.monitor.startswith("val_"):
+            self._candidate = self._state()  # measured by this epoch's training loss
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._diverged is not None or self.monitor.startswith("val_"):
+            return
+        value = (logs or {}).get(self.monitor)
+        if value is None:
+            return
+        value = float(value)
+        if self._is_divergent(value):
+            self._diverged = value
+            self._record(getattr(self, "_epoch", None), batch, value)
+            if self.on_divergence == "stop":
+                self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = get_monitor_value(self, logs, self.monitor)
+        if self._diverged is None and value is not None and self._is_divergent(value):
+            self._diverged = value
+            self._record(epoch, None, value)
+            if self.on_divergence == "stop":
+                self.model.stop_training = True
+        if self._diverged is not None:
+            if self.on_divergence == "rollback":
+                self._restore_good_state()
+                rate = scale_learning_rate(self.model, 0.5)
+                self.events[-1]["learning_rate"] = rate
+                if logs is not None and "learning_rate" in logs:
+                    logs["learning_rate"] = rate
+            return
+        if value is not None:
+            self.best = value if self.best is None else min(self.best, value)
+        if self.on_divergence == "rollback":
+            val = self.monitor.startswith("val_")
+            self._good = self._state() if val else self._candidate
+
+    def on_train_end(self, logs=None):
+        untrack_schedule_multiplier(self.model)
+
+    def get_config(self):
+        return {"monitor": self.monitor, "factor": self.factor, "on_divergence": self.on_divergence}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

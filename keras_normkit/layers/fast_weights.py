@@ -1,0 +1,573 @@
+"""Fast weights: a recurrent layer with a Hebbian short-term associative memory."""
+
+import math
+
+import keras
+from keras import ops
+from keras.src import backend as keras_backend
+from keras.src import tree
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+IMPLEMENTATIONS = ("auto", "matrix", "memory")
+
+# `implementation="auto"` uses the memory form when T <= _AUTO_MEMORY_RATIO * units (the
+# time axis must be static). The ratio was measured with benchmarks/bench_fast_weights.py.
+_AUTO_MEMORY_RATIO = 1.0
+
+
+def _check_number(name, value, low, high, low_open=False, high_open=False, expected=None):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a float {expected}. Received: {name}={value!r}")
+    value = float(value)
+    ok = math.isfinite(value) and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        raise ValueError(f"`{name}` must be a float {expected}. Received: {name}={value}")
+    return value
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r} "
+            f"of type {type(value).__name__}"
+        )
+    if value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}. Received: {name}={value}")
+    return int(value)
+
+
+def _half(dtype):
+    return keras_backend.standardize_dtype(dtype) in ("float16", "bfloat16")
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
+    """Cell of a fast-weights RNN (Ba et al. 2016): a slow RNN plus a Hebbian memory `A`.
+
+    Each step computes the boundary `b = W·h(t) + C·x(t) + bias` once, then settles the
+    new state with `S = inner_steps` inner iterations over the fast weights `A(t)`:
+    `h_0 = f(LN(b))`, `h_{s+1} = f(LN(b + A(t)·h_s))` for `s = 0 … S-1`, `h(t+1) = h_S`,
+    and finally writes the new state into the memory:
+    `A(t+1) = decay · A(t) + fast_learning_rate · h(t+1) h(t+1)ᵀ`. `A` is per example and
+    starts at zero. `LN` is a per-example layer normalization over the feature axis with
+    a learned gain and bias and an epsilon (so an all-zero ReLU state gives no NaN).
+    With `0 <= decay < 1`, `A` stays bounded: `‖A‖ <= η·max‖h‖² / (1 - λ)`.
+
+    The state is `[h, A]`; because `keras.layers.RNN` states are vectors, `A` is carried
+    flattened, shape `(batch, units * units)` (`ops.reshape(A, (-1, units, units))`
+    recovers the matrix). Use the cell inside `keras.layers.RNN` (or `Bidirectional`);
+    for speed prefer the `FastWeightsRNN` layer, which runs the same step with the input
+    projection of all time steps done in one matmul.
+
+    Args:
+        units: Positive integer, dimensionality of the state `h`.
+        inner_steps: Integer `S >= 1`, number of inner iterations over `A` per step.
+        decay: Float `λ` in [0, 1], the decay of the fast weights.
+        fast_learning_rate: Float `η >= 0`, the Hebbian learning rate of `A`.
+        activation: Activation `f` (default ReLU).
+        use_layer_norm: Whether to layer-normalize before `f` (strongly recommended).
+        layer_norm_epsilon: Float > 0 added to the variance in the layer norm.
+        use_bias: Whether the boundary has a bias vector.
+        kernel_initializer: Initializer of `C` (input kernel).
+        recurrent_initializer: Initializer of `W`; `None` means
+            `keras.initializers.Identity(gain=0.05)` (IRNN style, as in the paper).
+        bias_initializer: Initializer of the bias.
+        kernel_regularizer, recurrent_regularizer, bias_regularizer: Optional
+            regularizers of `C`, `W` and the bias.
+        kernel_constraint, recurrent_constraint, bias_constraint: Optional constraints.
+        dropout: Float in [0, 1), dropout rate on the inputs `x`.
+        recurrent_dropout: Float in [0, 1), dropout rate on `h` in `W·h`.
+        seed: Optional integer seed of the dropout masks.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A 2D tensor `(batch, features)`, one time step.
+        states: `[h, A]` with shapes `(batch, units)` and `(batch, units * units)`.
+        training: Python boolean, whether dropout is applied.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.layers import FastWeightsRNNCell
+    >>> rnn = keras.layers.RNN(FastWeightsRNNCell(8), return_state=True)
+    >>> y, h, a = rnn(np.ones((2, 5, 3), "float32"))
+    >>> y.shape, h.shape, a.shape
+    ((2, 8), (2, 8), (2, 64))
+
+    Reference: Ba, Hinton, Mnih, Leibo, Ionescu, "Using Fast Weights to Attend to the
+    Recent Past", NeurIPS 2016, arXiv:1610.06258.
+    """
+
+    def __init__(
+        self,
+        units,
+        inner_steps=1,
+        decay=0.95,
+        fast_learning_rate=0.5,
+        activation="relu",
+        use_layer_norm=True,
+        layer_norm_epsilon=1e-5,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer=None,
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        recurrent_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        recurrent_constraint=None,
+        bias_constraint=None,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = _check_int("units", units, 1)
+        self.inner_steps = _check_int("inner_steps", inner_steps, 1)
+        self.decay = _check_number("decay", decay, 0.0, 1.0, expected="in [0, 1]")
+        self.fast_learning_rate = _check_number(
+            "fast_learning_rate", fast_learning_rate, 0.0, math.inf, expected=">= 0"
+        )
+        self.layer_norm_epsilon = _check_number(
+            "layer_norm_epsilon", layer_norm_epsilon, 0.0, math.inf, low_open=True, expected="> 0"
+        )
+        self.dropout = _check_number(
+            "dropout", dropout, 0.0, 1.0, high_open=True, expected="in [0, 1)"
+        )
+        self.recurrent_dropout = _check_number(
+            "recurrent_dropout", recurrent_dropout, 0.0, 1.0, high_open=True, expected="in [0, 1)"
+        )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"`seed` must be an integer or None. Received: seed={seed!r}")
+        self.activation = keras.activations.get(activation)
+        self.use_layer_norm = bool(use_layer_norm)
+        self.use_bias = bool(use_bias)
+        if recurrent_initializer is None:
+            recurrent_initializer = keras.initializers.Identity(gain=0.05)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.recurrent_regularizer = keras.regularizers.get(recurrent_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.recurrent_constraint = keras.constraints.get(recurrent_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed=seed)
+        self.state_size = [self.units, self.units * self.units]
+        self.output_size = self.units
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim is None:
+            raise ValueError(
+                "The last (feature) axis of the inputs of `FastWeightsRNNCell` must be "
+                f"defined. Received: input_shape={input_shape}"
+            )
+        self.kernel = self.add_weight(
+            shape=(dim, self.units),
+            name="kernel",
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, self.units),
+            name="recurrent_kernel",
+            initializer=self.recurrent_initializer,
+            regularizer=self.recurrent_regularizer,
+            constraint=self.recurrent_constraint,
+        )
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(
+                shape=(self.units,),
+                name="bias",
+                initializer=self.bias_initializer,
+                regularizer=self.bias_regularizer,
+                constraint=self.bias_constraint,
+            )
+        self.gamma = self.beta = None
+        if self.use_layer_norm:
+            self.gamma = self.add_weight(shape=(self.units,), name="gamma", initializer="ones")
+            self.beta = self.add_weight(shape=(self.units,), name="beta", initializer="zeros")
+
+    # -- the math shared by the cell and the FastWeightsRNN layer -------------------------
+
+    def layer_norm(self, z):
+        """Per-example layer norm over the feature axis (in float32 for half dtypes)."""
+        if not self.use_layer_norm:
+            return z
+        dtype = z.dtype
+        if _half(dtype):
+            z = ops.cast(z, "float32")
+        mean = ops.mean(z, axis=-1, keepdims=True)
+        centered = z - mean
+        variance = ops.mean(ops.square(centered), axis=-1, keepdims=True)
+        normed = centered * ops.rsqrt(variance + self.layer_norm_epsilon)
+        normed = normed * ops.cast(self.gamma, normed.dtype) + ops.cast(self.beta, normed.dtype)
+        return ops.cast(normed, dtype)
+
+    def settle(self, boundary, fast_apply):
+        """`h_0 = f(LN(b))`, then `S` times `h <- f(LN(b + A·h))`; `fast_apply(h) = A·h`."""
+        h = self.activation(self.layer_norm(boundary))
+        for _ in range(self.inner_steps):
+            h = self.activation(self.layer_norm(boundary + fast_apply(h)))
+        return h
+
+    def hebbian_update(self, a, h):
+        """`A <- λ·A + η·h hᵀ` for `A` of shape `(batch, units, units)`."""
+        return self.decay * a + (self.fast_learning_rate * h)[:, :, None] * h[:, None, :]
+
+    # -------------------------------------------------------------------------------------
+
+    def call(self, inputs, states, training=False):
+        h_prev, a_flat = states
+        if training and self.dropout > 0:
+            inputs = inputs * self.get_dropout_mask(inputs)
+        h_rec = h_prev
+        if training and self.recurrent_dropout > 0:
+            h_rec = h_prev * self.get_recurrent_dropout_mask(h_prev)
+        boundary = ops.matmul(inputs, self.kernel) + ops.matmul(h_rec, self.recurrent_kernel)
+        if self.use_bias:
+            boundary = boundary + self.bias
+        a = ops.reshape(a_flat, (-1, self.units, self.units))
+        h = self.settle(boundary, lambda v: ops.squeeze(ops.matmul(a, v[:, :, None]), -1))
+        a = self.hebbian_update(a, h)
+        return h, [h, ops.reshape(a, (-1, self.units * self.units))]
+
+    def get_initial_state(self, batch_size=None):
+        return [
+            ops.zeros((batch_size, self.units), dtype=self.compute_dtype),
+            ops.zeros((batch_size, self.units * self.units), dtype=self.compute_dtype),
+        ]
+
+    def compute_output_shape(self, input_shape, states_shape=None):
+        return (input_shape[0], self.units)
+
+    def get_config(self):
+        config = super().get_config()
+        ser = keras.saving.serialize_keras_object
+        config.update(
+            {
+                "units": self.units,
+                "inner_steps": self.inner_steps,
+                "decay": self.decay,
+                "fast_learning_rate": self.fast_learning_rate,
+                "activation": keras.activations.serialize(self.activation),
+                "use_layer_norm": self.use_layer_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "use_bias": self.use_bias,
+                "kernel_initializer": ser(self.kernel_initializer),
+                "recurrent_initializer": ser(self.recurrent_initializer),
+                "bias_initializer": ser(self.bias_initializer),
+                "kernel_regularizer": ser(self.kernel_regularizer),
+                "recurrent_regularizer": ser(self.recurrent_regularizer),
+                "bias_regularizer": ser(self.bias_regularizer),
+                "kernel_constraint": ser(self.kernel_constraint),
+                "recurrent_constraint": ser(self.recurrent_constraint),
+                "bias_constraint": ser(self.bias_constraint),
+                "dropout": self.dropout,
+                "recurrent_dropout": self.recurrent_dropout,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+_CELL_ARGS = (
+    "inner_steps",
+    "decay",
+    "fast_learning_rate",
+    "activation",
+    "use_layer_norm",
+    "layer_norm_epsilon",
+    "use_bias",
+    "kernel_initializer",
+    "recurrent_initializer",
+    "bias_initializer",
+    "kernel_regularizer",
+    "recurrent_regularizer",
+    "bias_regularizer",
+    "kernel_constraint",
+    "recurrent_constraint",
+    "bias_constraint",
+    "dropout",
+    "recurrent_dropout",
+    "seed",
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class FastWeightsRNN(keras.layers.RNN):
+    """Fast-weights recurrent layer (Ba et al. 2016), fast and with two exact algorithms.
+
+    Runs the step of `FastWeightsRNNCell` over a sequence: `b = W·h(t) + C·x(t) + bias`,
+    `h_0 = f(LN(b))`, `h_{s+1} = f(LN(b + A(t)·h_s))` for `s < S`, `h(t+1) = h_S`,
+    `A(t+1) = λ·A(t) + η·h(t+1) h(t+1)ᵀ`, with `A(0) = 0`. The input projection `C·x` of
+    all time steps is computed in one matmul before the loop. Two algebraically equal
+    implementations of `A(t)·h`:
+
+    * `"matrix"` carries `A` (`(batch, units, units)`), `O(B·H²)` work per step;
+    * `"memory"` never forms `A`: it keeps the history of states and uses
+      `A(t)·h = η Σ_τ λ^{t-τ} h(τ)(h(τ)ᵀh)`, `O(B·T·H)` work per step; it is faster when the
+      sequence is short relative to `units`. (Back-propagation stores the per-step carry in
+      both: `B·H²` per step for `"matrix"`, `B·T·H` per step for `"memory"`.)
+
+    Consider `jit_compile=True`: with XLA a CPU training step was up to 3.5x faster in
+    `benchmarks/bench_fast_weights.py` (though not in every run on a loaded machine).
+
+    `"auto"` picks `"memory"` when the time axis is static and `T <= units` (measured
+    by `benchmarks/bench_fast_weights.py`), else `"matrix"`, and always `"matrix"` for
+    `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are
+    `[h, A]` with `A` flattened to `(batch, units * units)`, as for the cell.
+
+    Args:
+        units: Positive integer, dimensionality of the state `h`.
+        inner_steps, decay, fast_learning_rate, activation, use_layer_norm,
+            layer_norm_epsilon, use_bias, kernel_initializer, recurrent_initializer,
+            bias_initializer, kernel_regularizer, recurrent_regularizer, bias_regularizer,
+            kernel_constraint, recurrent_constraint, bias_constraint, dropout,
+            recurrent_dropout, seed: As in `FastWeightsRNNCell` (defaults `S = 1`,
+            `λ = 0.95`, `η = 0.5`, ReLU, layer norm on, `W = 0.05·I`).
+        activity_regularizer: Optional regularizer of the output.
+        return_sequences: Whether to return the whole sequence of states.
+        return_state: Whether to also return the last state `[h, A]`.
+        go_backwards: Whether to process the sequence backwards.
+        stateful: Whether the last state of batch `i` is the initial state of batch `i`
+            of the next call (requires a static batch size).
+        implementation: `"auto"`, `"matrix"` or `"memory"` (same results, different speed).
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        sequences: A 3D tensor `(batch, timesteps, features)`.
+        initial_state: Optional list `[h, A]`, shapes `(batch, units)` and
+            `(batch, units * units)`.
+        mask: Optional boolean tensor `(batch, timesteps)`; `False` steps are skipped.
+        training: Python boolean, whether dropout is applied.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.layers import FastWeightsRNN
+    >>> model = keras.Sequential([
+    ...     keras.Input((11, 37)),
+    ...     FastWeightsRNN(20, decay=0.9, fast_learning_rate=0.5),
+    ...     keras.layers.Dense(37, activation="softmax"),
+    ... ])
+    >>> model(np.zeros((2, 11, 37), "float32")).shape
+    (2, 37)
+
+    Reference: Ba, Hinton, Mnih, Leibo, Ionescu, "Using Fast Weights to Attend to the
+    Recent Past", NeurIPS 2016, arXiv:1610.06258.
+    """
+
+    def __init__(
+        self,
+        units,
+        inner_steps=1,
+        decay=0.95,
+        fast_learning_rate=0.5,
+        activation="relu",
+        use_layer_norm=True,
+        layer_norm_epsilon=1e-5,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer=None,
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        recurrent_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        recurrent_constraint=None,
+        bias_constraint=None,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        implementation="auto",
+        **kwargs,
+    ):
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(
+                f"`implementation` must be one of {IMPLEMENTATIONS}. "
+                f"Received: implementation={implementation!r}"
+            )
+        cell = FastWeightsRNNCell(
+            units,
+            inner_steps=inner_steps,
+            decay=decay,
+            fast_learning_rate=fast_learning_rate,
+            activation=activation,
+            use_layer_norm=use_layer_norm,
+            layer_norm_epsilon=layer_norm_epsilon,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            recurrent_regularizer=recurrent_regularizer,
+            bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint,
+            recurrent_constraint=recurrent_constraint,
+            bias_constraint=bias_constraint,
+            dropout=dropout,
+            recurrent_dropout=recurrent_dropout,
+            seed=seed,
+            dtype=kwargs.get("dtype"),
+            trainable=kwargs.get("trainable", True),
+            name="fast_weights_rnn_cell",
+        )
+        super().__init__(
+            cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            stateful=stateful,
+            activity_regularizer=activity_regularizer,
+            **kwargs,
+        )
+        self.input_spec = keras.layers.InputSpec(ndim=3)
+        self.implementation = implementation
+        self._zero_initial_fast_weights = True
+
+    @property
+    def units(self):
+        return self.cell.units
+
+    def resolve_implementation(self, timesteps):
+        """The implementation used for sequences of `timesteps` steps (`None`: unknown)."""
+        if self.implementation != "auto":
+            return self.implementation
+        if self.stateful or timesteps is None:
+            return "matrix"
+        return "memory" if timesteps <= _AUTO_MEMORY_RATIO * self.units else "matrix"
+
+    def call(self, sequences, initial_state=None, mask=None, training=False):
+        # The memory form skips the `A(0)·h` term when A(0) is known to be zero.
+        self._zero_initial_fast_weights = initial_state is None and not self.stateful
+        return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        cell = self.cell
+        if tree.is_nested(mask):
+            mask = mask[0]
+        h0, a0 = initial_state
+        units = cell.units
+        if training and cell.dropout > 0:
+            sequences = sequences * cell.get_dropout_mask(sequences[:, 0, :])[:, None, :]
+        rec_mask = None
+        if training and cell.recurrent_dropout > 0:
+            rec_mask = cell.get_recurrent_dropout_mask(h0)
+        # C·x for all steps at once.
+        projected = ops.matmul(sequences, cell.kernel)
+        if cell.use_bias:
+            projected = projected + cell.bias
+        kernel_w = cell.recurrent_kernel
+
+        def boundary(cx_t, h):
+            h_rec = h if rec_mask is None else h * rec_mask
+            return cx_t + ops.matmul(h_rec, kernel_w)
+
+        # Loop carries stay 2-D (batch, n): the backends' masking broadcasts a (batch, 1) mask.
+        implementation = self.resolve_implementation(sequences.shape[1])
+        if implementation == "matrix":
+
+            def step(cx_t, states):
+                h, a_flat = states
+                a = ops.reshape(a_flat, (-1, units, units))
+                h_new = cell.settle(
+                    boundary(cx_t, h), lambda v: ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
+                )
+                a = cell.hebbian_update(a, h_new)
+                return h_new, [h_new, ops.reshape(a, (-1, units * units))]
+
+            return self._run(step, projected, [h0, a0], mask)
+
+        a0 = ops.reshape(a0, (-1, units, units))
+
+        # Memory form. `history[:, k]` holds the k-th (unmasked) state h(k), written once;
+        # `weight[:, k] = η·λ^{n-k}` (n = steps done), so A(t)·v = Σ_k weight_k h(k)(h(k)ᵀv)
+        # (+ λ^n·A(0)·v). `position` is the one-hot slot of the next write. Masked steps
+        # leave all of them unchanged, so they neither write nor decay.
+        batch, steps = ops.shape(projected)[0], ops.shape(projected)[1]
+        dtype = projected.dtype
+        history = ops.zeros((batch, steps * units), dtype=dtype)
+        weight = ops.zeros((batch, steps), dtype=dtype)
+        position = ops.cast(ops.arange(steps) == 0, dtype)[None, :] + weight
+        decay, eta = cell.decay, cell.fast_learning_rate
+        with_a0 = not self._zero_initial_fast_weights
+
+        def step(cx_t, states):
+            if with_a0:
+                h, history, weight, position, scale = states
+            else:
+                h, history, weight, position = states
+            history = ops.reshape(history, (batch, steps, units))
+
+            def fast_apply(v):
+                scores = ops.einsum("bth,bh->bt", history, v) * weight
+                out = ops.einsum("bt,bth->bh", scores, history)
+                if with_a0:
+                    out = out + scale * ops.squeeze(ops.matmul(a0, v[:, :, None]), -1)
+                return out
+
+            h_new = cell.settle(boundary(cx_t, h), fast_apply)
+            history = ops.where(position[:, :, None] > 0, h_new[:, None, :], history)
+            weight = decay * weight + eta * position
+            position = ops.pad(position[:, :-1], [[0, 0], [1, 0]])
+            new_states = [h_new, ops.reshape(history, (batch, steps * units)), weight, position]
+            if with_a0:
+                new_states.append(decay * scale)
+            return h_new, new_states
+
+        states = [h0, history, weight, position]
+        if with_a0:
+            states.append(ops.ones((batch, 1), dtype=dtype))
+        last, outputs, states = self._run(step, projected, states, mask)
+        history, weight = ops.reshape(states[1], (batch, steps, units)), states[2]
+        a_last = ops.einsum("bti,btj->bij", history * weight[:, :, None], history)
+        if with_a0:
+            a_last = a_last + states[4][:, :, None] * a0
+        return last, outputs, [states[0], ops.reshape(a_last, (-1, units * units))]
+
+    def _run(self, step, projected, states, mask):
+        return keras_backend.rnn(
+            step,
+            projected,
+            states,
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=False,
+            input_length=projected.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("cell", "unroll", "zero_output_for_mask"):
+            config.pop(key, None)
+        cell_config = self.cell.get_config()
+        config.update({key: cell_config[key] for key in _CELL_ARGS})
+        config.update(
+            {
+                "units": self.units,
+                "activity_regularizer": keras.saving.serialize_keras_object(
+                    self.activity_regularizer
+                ),
+                "implementation": self.implementation,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,553 @@
+"""Query-reduction networks: the `QRNCell` step and the `QRN` layer, parallel over time."""
+
+import keras
+from keras import ops
+
+# The parallel scan works on blocks of _BLOCK steps (log2(_BLOCK) vectorized passes each).
+# With a static time axis it recurses on the block ends until one block remains; with an
+# unknown one it does _LEVELS block levels, then a top scan of _TOP_PASSES passes, exact up
+# to _BLOCK**_LEVELS * 2**_TOP_PASSES = 2**26 steps.
+_BLOCK = 32
+_LEVELS = 2
+_TOP_PASSES = 16
+MAX_DYNAMIC_STEPS = _BLOCK**_LEVELS * 2**_TOP_PASSES
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a Python bool. Received: {name}={value!r}")
+    return value
+
+
+def _static_dim(value):
+    return None if value is None else int(value)
+
+
+def _scan_dtype(dtype):
+    """The scan runs in float32 (float64 stays float64) even under mixed precision."""
+    return "float64" if keras.backend.standardize_dtype(dtype) == "float64" else "float32"
+
+
+def _shift(x, shift, fill):
+    """`x` moved `shift` steps later along axis 1, the first `shift` steps set to `fill`."""
+    steps = ops.shape(x)[1]
+    k = min(shift, steps) if isinstance(steps, int) else ops.minimum(shift, steps)
+    return ops.concatenate([ops.full_like(x[:, :k], fill), x[:, : steps - k]], axis=1)
+
+
+def _hillis_steele(a, b, passes):
+    """Inclusive scan of the maps `h -> a_t h + b_t` along axis 1 in `passes` doubling steps.
+
+    Returns `(A, B)` with `A_t = a_0 ... a_t` and `B_t` the state at `t` from a zero start;
+    exact for sequences of at most `2**passes` steps.
+    """
+    shift = 1
+    for _ in range(passes):
+        b = b + a * _shift(b, shift, 0.0)
+        a = a * _shift(a, shift, 1.0)
+        shift *= 2
+    return a, b
+
+
+def _blocked_scan(a, b, level=0):
+    steps = ops.shape(b)[1]
+    if isinstance(steps, int) and steps <= _BLOCK:
+        return _hillis_steele(a, b, max(steps - 1, 0).bit_length())[1]
+    if not isinstance(steps, int) and level == _LEVELS:
+        return _hillis_steele(a, b, _TOP_PASSES)[1]
+    batch, gates, units = ops.shape(b)[0], a.shape[-1], b.shape[-1]
+    pad = (-steps) % _BLOCK
+    a = ops.pad(a, [[0, 0], [0, pad], [0, 0]], constant_values=1)
+    b = ops.pad(b, [[0, 0], [0, pad], [0, 0]])
+    passes = (_BLOCK - 1).bit_length()
+    a, b = _hillis_steele(
+        ops.reshape(a, (-1, _BLOCK, gates)), ops.reshape(b, (-1, _BLOCK, units)), passes
+    )
+    a = ops.reshape(a, (batch, -1, _BLOCK, gates))
+    b = ops.reshape(b, (batch, -1, _BLOCK, units))
+    # The true state at each block end, then carried into the next block.
+    h_end = _blocked_scan(a[:, :, -1], b[:, :, -1], level + 1)
+    h = b + a * ops.expand_dims(_shift(h_end, 1, 0.0), 2)
+    return ops.reshape(h, (batch, -1, units))[:, :steps]
+
+
+def linear_scan(a, b):
+    """`h_t = a_t * h_{t-1} + b_t` with `h_{-1} = 0` for all `t` along axis 1, in parallel.
+
+    `a` of shape `(batch, T, 1)` or `(batch, T, units)` holds numbers in [0, 1] and `b` has
+    shape `(batch, T, units)`. Affine maps `h -> a_t h + b_t` are composed by Hillis-Steele
+    doubling inside blocks of 32 steps, and the states at block ends are carried across
+    blocks by the same scan one level up (no loop, so it compiles with XLA and exports with
+    an unknown `T`). Only products and sums of the `a`'s appear (no division, no
+    `exp(c_t - c_i)` factorization, no long cumulative product), so it is exact to float
+    rounding and finite for any gates. The gradient is the same scan run backward in time
+    (`g_t = dL/dh_t + a_{t+1} g_{t+1}`), so memory is O(batch * T * units).
+    """
+    return _scan_with_gradient(ops.convert_to_tensor(a), ops.convert_to_tensor(b))
+
+
+@ops.custom_gradient
+def _scan_with_gradient(a, b):
+    h = _blocked_scan(a, b)
+
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        # g_t = dL/dh_t + a_{t+1} g_{t+1}: the same linear scan, backward in time.
+        a_next = _shift(ops.flip(a, axis=1), 1, 1.0)
+        g = ops.flip(_blocked_scan(a_next, ops.flip(upstream, axis=1)), axis=1)
+        grad_a = g * _shift(h, 1, 0.0)
+        if a.shape[-1] != b.shape[-1]:
+            grad_a = ops.sum(grad_a, axis=-1, keepdims=True)
+        return grad_a, g
+
+    return h, grad
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class QRNCell(keras.layers.Layer):
+    """One step of a query-reduction network (QRN), for `keras.layers.RNN`.
+
+    With sentence vector `x_t` and query `q_t` (both of size `d`), the cell computes the
+    update gate `z_t = sigmoid(W_z (x_t * q_t) + b_z)`, the reset gate
+    `r_t = sigmoid(W_r (x_t * q_t) + b_r)`, the candidate reduced query
+    `h~_t = tanh(W_h [x_t; q_t] + b_h)` and the state
+    `h_t = z_t * r_t * h~_t + (1 - z_t) * h_{t-1}`. The gates are scalars per step
+    (`W_z`, `W_r` of shape `(d, 1)`) or, with `vector_gates=True`, one value per unit.
+    Without a reset gate `r_t = 1`. The state is linear in `h_{t-1}`, which is what lets
+    `QRN` compute a whole sequence in parallel; the cell is the step-by-step form, for
+    streaming (`keras.layers.RNN(..., stateful=True)`) and as a reference.
+
+    Feeding: `keras.layers.RNN` passes one tensor per step, so the cell's input is the
+    concatenation `[x_t, q_t]` of size `2 * d` along the features: the first half is `x_t`,
+    the second half `q_t` (repeat a fixed query over time first).
+
+    Args:
+        units: Positive integer, dimensionality of the state (the reduced query).
+        use_reset_gate: Whether to use the reset gate `r_t`.
+        vector_gates: Whether the gates are vectors of `units` values instead of scalars.
+        activation: Activation of the candidate `h~_t` (default `"tanh"`).
+        kernel_initializer: Initializer of `W_z`, `W_r` and `W_h`.
+        bias_initializer: Initializer of `b_z`, `b_r` and `b_h`.
+        kernel_regularizer: Optional regularizer of the kernels.
+        bias_regularizer: Optional regularizer of the biases.
+        kernel_constraint: Optional constraint of the kernels.
+        bias_constraint: Optional constraint of the biases.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A 2D tensor `(batch, 2 * d)`, the concatenation `[x_t, q_t]`.
+        states: A list with one tensor `(batch, units)`, the previous state `h_{t-1}`.
+        training: Unused; accepted for `keras.layers.RNN`.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.layers import QRNCell
+    >>> x = np.random.rand(2, 5, 8).astype("float32")    # 5 sentences of size 8
+    >>> q = np.random.rand(2, 8).astype("float32")       # one query of size 8
+    >>> xq = np.concatenate([x, np.repeat(q[:, None], 5, axis=1)], axis=-1)
+    >>> tuple(keras.layers.RNN(QRNCell(8))(xq).shape)
+    (2, 8)
+
+    Reference: Seo, Min, Farhadi, Hajishirzi, "Query-Reduction Networks for Question
+    Answering", ICLR 2017, arXiv:1606.04582.
+    """
+
+    def __init__(
+        self,
+        units,
+        use_reset_gate=True,
+        vector_gates=False,
+        activation="tanh",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
+            raise ValueError(f"`units` must be a positive integer. Received: units={units!r}")
+        self.units = units
+        self.use_reset_gate = _check_bool("use_reset_gate", use_reset_gate)
+        self.vector_gates = _check_bool("vector_gates", vector_gates)
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.state_size = units
+        self.output_size = units
+
+    @property
+    def gate_size(self):
+        """Number of values per gate: `units` for vector gates, else 1."""
+        return self.units if self.vector_gates else 1
+
+    def build(self, input_shape):
+        features = _static_dim(input_shape[-1])
+        if features is None or features % 2:
+            raise ValueError(
+                "`QRNCell` expects the concatenation [x_t, q_t] of two equal-size vectors, "
+                f"so an even, known number of features. Received: input_shape={input_shape}"
+            )
+        self.build_weights(features // 2)
+
+    def build_weights(self, dim):
+        """Creates `W_z`/`W_r` (`gate_kernel`), `W_h` (`kernel`) and biases for size `dim`."""
+        n_gates = 2 if self.use_reset_gate else 1
+        self.gate_kernel = self.add_weight(
+            name="gate_kernel",
+            shape=(dim, n_gates * self.gate_size),
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.gate_bias = self.add_weight(
+            name="gate_bias",
+            shape=(n_gates * self.gate_size,),
+            initializer=self.bias_initializer,
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint,
+        )
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(2 * dim, self.units),
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.bias = self.add_weight(
+            name="bias",
+            shape=(self.units,),
+            initializer=self.bias_initializer,
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint,
+        )
+        self.built = True
+
+    def gate_logits(self, x, q):
+        """`(u_z, u_r)`: pre-sigmoid update and reset gates (`u_r` is None without reset)."""
+        logits = ops.matmul(x * q, self.gate_kernel) + self.gate_bias
+        if not self.use_reset_gate:
+            return logits, None
+        return logits[..., : self.gate_size], logits[..., self.gate_size :]
+
+    def candidate(self, x, q):
+        """`h~ = activation(W_h [x; q] + b_h)`; `q` may lack the time axis of `x`."""
+        dim = ops.shape(self.kernel)[0] // 2
+        xw = ops.matmul(x, self.kernel[:dim])
+        qw = ops.matmul(q, self.kernel[dim:])
+        if len(q.shape) < len(x.shape):
+            qw = ops.expand_dims(qw, -2)
+        return self.activation(xw + qw + self.bias)
+
+    def recurrence_coefficients(self, x, q):
+        """`(a, b)` with `h_t = a_t * h_{t-1} + b_t`: `a = 1 - z`, `b = z * r * h~`.
+
+        `q` has the shape of `x` or lacks its time axis (then it is broadcast over time).
+        `a` is computed as `sigmoid(-u_z)`, exact even where `z` rounds to 1.
+        """
+        q_full = q if len(q.shape) == len(x.shape) else ops.expand_dims(q, -2)
+        u_z, u_r = self.gate_logits(x, q_full)
+        b = ops.sigmoid(u_z) * self.candidate(x, q)
+        if u_r is not None:
+            b = b * ops.sigmoid(u_r)
+        return ops.sigmoid(-u_z), b
+
+    def call(self, inputs, states, training=False):
+        h_prev = states[0] if isinstance(states, (list, tuple)) else states
+        x, q = ops.split(inputs, 2, axis=-1)
+        a, b = self.recurrence_coefficients(x, q)
+        h = a * h_prev + b
+        return h, [h] if isinstance(states, (list, tuple)) else h
+
+    def get_initial_state(self, batch_size=None):
+        return [ops.zeros((batch_size, self.units), dtype=self.compute_dtype)]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "use_reset_gate": self.use_reset_gate,
+                "vector_gates": self.vector_gates,
+                "activation": keras.activations.serialize(self.activation),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_normkit")
+class QRN(keras.layers.Layer):
+    """Query-reduction network layer: reduces a query against a sequence, parallel over time.
+
+    Called on `[x, q]`, with sentence vectors `x` of shape `(batch, T, d)` and a query `q`
+    of shape `(batch, d)` (the same query at every step) or `(batch, T, d)` (e.g. the
+    output of a previous `QRN`). Each step computes the gates of `QRNCell`,
+    `z_t = sigmoid(W_z (x_t * q_t) + b_z)`, `r_t = sigmoid(W_r (x_t * q_t) + b_r)`,
+    `h~_t = tanh(W_h [x_t; q_t] + b_h)`, and the state
+    `h_t = z_t * r_t * h~_t + (1 - z_t) * h_{t-1}` (`h_0 = 0`), i.e.
+    `h_t = sum_{i <= t} (prod_{i < k <= t} (1 - z_k)) z_i r_i h~_i`.
+
+    The recurrence is linear in the state, so `implementation="parallel"` (default) computes
+    all steps at once with `linear_scan`: a blocked scan (log-depth doubling inside blocks
+    of 32 steps, the same scan one level up over the block ends) that only multiplies
+    numbers in [0, 1] and adds, so it stays exact and finite on long sequences whatever the
+    gates are (no T x T matrix, no cumulative product to divide by, no overflowing `exp`),
+    in O(B * T * units) memory, with no loop (it compiles with XLA) and the time axis
+    possibly unknown (`None`) in functional models and exported SavedModels (then up to
+    2**26 steps). `implementation="sequential"` steps the same `QRNCell` with
+    `keras.layers.RNN` (the reference).
+
+    With `bidirectional=True` a backward pass shares all weights with the forward pass and
+    the output is `h_fwd_t + h_bwd_t`; stacking such layers (each next `q` being the previous
+    output) gives the paper's bidirectional model. Masked steps have `z_t = 0` (the state is
+    carried unchanged) in both directions, so the backward pass starts at each sequence's
+    real end. With `return_sequences=False` the output is the state at each sequence's last
+    unmasked step.
+
+    Args:
+        units: Positive integer, dimensionality of the state; must equal `d` when stacking
+            (the next layer's query is this layer's output).
+        use_reset_gate: Whether to use the reset gate `r_t`.
+        vector_gates: Whether the gates are vectors of `units` values instead of scalars.
+        bidirectional: Whether to add a backward pass (shared weights), output summed.
+        return_sequences: Whether to return all states `(batch, T, units)` or only the last
+            one `(batch, units)`.
+        implementation: `"parallel"` (scan over time) or `"sequential"` (step loop).
+        activation: Activation of the candidate `h~_t` (default `"tanh"`).
+        kernel_initializer: Initializer of `W_z`, `W_r` and `W_h`.
+        bias_initializer: Initializer of `b_z`, `b_r` and `b_h`.
+        kernel_regularizer: Optional regularizer of the kernels.
+        bias_regularizer: Optional regularizer of the biases.
+        kernel_constraint: Optional constraint of the kernels.
+        bias_constraint: Optional constraint of the biases.
+        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: A list `[x, q]`: `x` of shape `(batch, T, d)`, `q` of shape `(batch, d)` or
+            `(batch, T, d)`.
+        mask: Optional boolean mask `(batch, T)` of the steps of `x` (usually propagated,
+            e.g. from an `Embedding(mask_zero=True)` or `Masking` layer).
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.layers import QRN
+    >>> x = keras.Input((None, 16))   # story: any number of sentence vectors
+    >>> q = keras.Input((16,))        # question vector
+    >>> h = QRN(16, bidirectional=True)([x, q])
+    >>> answer = QRN(16, return_sequences=False)([x, h])
+    >>> model = keras.Model([x, q], keras.layers.Dense(5, activation="softmax")(answer))
+    >>> rng = np.random.default_rng(0)
+    >>> tuple(model([rng.normal(size=(2, 7, 16)), rng.normal(size=(2, 16))]).shape)
+    (2, 5)
+
+    Reference: Seo, Min, Farhadi, Hajishirzi, "Query-Reduction Networks for Question
+    Answering", ICLR 2017, arXiv:1606.04582.
+    """
+
+    def __init__(
+        self,
+        units,
+        use_reset_gate=True,
+        vector_gates=False,
+        bidirectional=False,
+        return_sequences=True,
+        implementation="parallel",
+        activation="tanh",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if implementation not in ("parallel", "sequential"):
+            raise ValueError(
+                '`implementation` must be "parallel" or "sequential". '
+                f"Received: implementation={implementation!r}"
+            )
+        self.bidirectional = _check_bool("bidirectional", bidirectional)
+        self.return_sequences = _check_bool("return_sequences", return_sequences)
+        self.implementation = implementation
+        self.cell = QRNCell(
+            units,
+            use_reset_gate=use_reset_gate,
+            vector_gates=vector_gates,
+            activation=activation,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            kernel_regularizer=kernel_regularizer,
+            bias_regularizer=bias_regularizer,
+            kernel_constraint=kernel_constraint,
+            bias_constraint=bias_constraint,
+            dtype=self.dtype_policy,
+            name="cell",
+        )
+        self.units = units
+        # "sequential" steps the same cell with Keras's own RNN loop (XLA- and export-ready).
+        self._rnn = None
+        if implementation == "sequential":
+            self._rnn = keras.layers.RNN(
+                self.cell, return_sequences=True, dtype=self.dtype_policy, name="rnn"
+            )
+        self.supports_masking = True
+
+    def _check_shapes(self, input_shape):
+        if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
+            raise ValueError(
+                "`QRN` must be called on a list [x, q] of two tensors. "
+                f"Received inputs of shape {input_shape}"
+            )
+        x_shape, q_shape = (tuple(_static_dim(d) for d in s) for s in input_shape)
+        if len(x_shape) != 3:
+            raise ValueError(f"`x` must have rank 3 (batch, T, d). Received: x of shape {x_shape}")
+        if len(q_shape) not in (2, 3):
+            raise ValueError(
+                "`q` must have rank 2 (batch, d) or 3 (batch, T, d). "
+                f"Received: q of shape {q_shape}"
+            )
+        for axis, name in ((0, "batch size"), (-1, "feature size d")):
+            if None not in (x_shape[axis], q_shape[axis]) and x_shape[axis] != q_shape[axis]:
+                raise ValueError(
+                    f"`x` and `q` must have the same {name}. "
+                    f"Received: x of shape {x_shape}, q of shape {q_shape}"
+                )
+        if len(q_shape) == 3 and None not in (x_shape[1], q_shape[1]):
+            if x_shape[1] != q_shape[1]:
+                raise ValueError(
+                    "`x` and a 3D `q` must have the same number of steps T. "
+                    f"Received: x of shape {x_shape}, q of shape {q_shape}"
+                )
+        if x_shape[-1] is None:
+            raise ValueError(f"The feature size d of `x` must be known. Received: {x_shape}")
+        return x_shape, q_shape
+
+    def build(self, input_shape):
+        x_shape, _ = self._check_shapes(input_shape)
+        self.cell.build_weights(x_shape[-1])
+
+    @staticmethod
+    def _step_mask(mask, q_rank):
+        """The (batch, T) step mask: the mask of `x`, and that of a 3D `q` if any."""
+        if not isinstance(mask, (list, tuple)):
+            mask = [mask, None]
+        masks = [
+            m for m, rank in zip(mask, (3, q_rank), strict=True) if m is not None and rank == 3
+        ]
+        if not masks:
+            return None
+        step_mask = ops.cast(masks[0], "bool")
+        for m in masks[1:]:
+            step_mask = ops.logical_and(step_mask, ops.cast(m, "bool"))
+        return step_mask
+
+    def _coefficients(self, x, q, step_mask):
+        """`(a, b)` of `h_t = a_t h_{t-1} + b_t` in the scan dtype; `a = 1`, `b = 0` if masked."""
+        a, b = self.cell.recurrence_coefficients(x, q)
+        dtype = _scan_dtype(self.compute_dtype)
+        a, b = ops.cast(a, dtype), ops.cast(b, dtype)
+        if step_mask is not None:
+            keep = ops.expand_dims(step_mask, -1)
+            a = ops.where(keep, a, ops.ones_like(a))
+            b = ops.where(keep, b, ops.zeros_like(b))
+        return a, b
+
+    def update_gate(self, inputs, mask=None):
+        """The update gate `z_t`, shape `(batch, T, 1)` (or `units`), 0 at masked steps.
+
+        Args:
+            inputs: `[x, q]` as in `call`.
+            mask: Optional `(batch, T)` boolean mask of the steps.
+        """
+        x, q = inputs
+        self._check_shapes([x.shape, q.shape])
+        a, _ = self._coefficients(x, q, self._step_mask(mask, len(q.shape)))
+        return 1 - a
+
+    def call(self, inputs, mask=None):
+        x, q = inputs
+        self._check_shapes([x.shape, q.shape])
+        step_mask = self._step_mask(mask, len(q.shape))
+
+        def with_reversed(t):
+            # The backward pass is the forward pass over the reversed steps, batched with it.
+            return ops.concatenate([t, ops.flip(t, axis=1)], axis=0) if self.bidirectional else t
+
+        if self.implementation == "parallel":
+            a, b = self._coefficients(x, q, step_mask)
+            h = linear_scan(with_reversed(a), with_reversed(b))
+        else:
+            if len(q.shape) == 2:
+                q = ops.expand_dims(q, 1) + ops.zeros_like(x)
+            rnn_mask = None if step_mask is None else with_reversed(step_mask)
+            h = self._rnn(with_reversed(ops.concatenate([x, q], axis=-1)), mask=rnn_mask)
+        if self.bidirectional:
+            batch = ops.shape(x)[0]
+            h_fwd, h_bwd = h[:batch], ops.flip(h[batch:], axis=1)
+            if self.return_sequences:
+                output = h_fwd + h_bwd
+            else:
+                output = h_fwd[:, -1] + self._at_last_step(h_bwd, step_mask)
+        else:
+            output = h if self.return_sequences else h[:, -1]
+        return ops.cast(output, self.compute_dtype)
+
+    @staticmethod
+    def _at_last_step(h, step_mask):
+        if step_mask is None:
+            return h[:, -1]
+        steps = ops.arange(ops.shape(h)[1], dtype="int32")
+        last = ops.max(ops.where(step_mask, steps, ops.zeros_like(steps)), axis=1)
+        return ops.take_along_axis(h, ops.reshape(last, (-1, 1, 1)), axis=1)[:, 0]
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.return_sequences or mask is None:
+            return None
+        return mask[0] if isinstance(mask, (list, tuple)) else mask
+
+    def compute_output_shape(self, input_shape):
+        x_shape, _ = self._check_shapes(input_shape)
+        if self.return_sequences:
+            return (x_shape[0], x_shape[1], self.units)
+        return (x_shape[0], self.units)
+
+    def get_config(self):
+        config = super().get_config()
+        cell_config = self.cell.get_config()
+        config.update(
+            {
+                "units": self.units,
+                "use_reset_gate": self.cell.use_reset_gate,
+                "vector_gates": self.cell.vector_gates,
+                "bidirectional": self.bidirectional,
+                "return_sequences": self.return_sequences,
+                "implementation": self.implementation,
+            }
+        )
+        for key in (
+            "activation",
+            "kernel_initializer",
+            "bias_initializer",
+            "kernel_regularizer",
+            "bias_regularizer",
+            "kernel_constraint",
+            "bias_constraint",
+        ):
+            config[key] = cell_config[key]
+        return config

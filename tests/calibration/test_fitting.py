@@ -1,0 +1,227 @@
+"""fit_temperature / fit_vector_scaling / fit_matrix_scaling against scikit-learn and theory."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.calibration import _TemperatureScaling
+from sklearn.linear_model import LogisticRegression
+
+from keras_normkit.calibration import (
+    expected_calibration_error,
+    fit_matrix_scaling,
+    fit_temperature,
+    fit_vector_scaling,
+    negative_log_likelihood,
+)
+
+
+def softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def calibrated_draw(seed, n, k, scale=2.0):
+    """Random logits z and labels drawn from softmax(z): z is perfectly calibrated."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k)) * scale
+    y = (softmax(z).cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    return z, y
+
+
+def sklearn_temperature(logits, labels):
+    return 1.0 / float(_TemperatureScaling().fit(np.asarray(logits, np.float64), labels).beta_)
+
+
+# ---------------------------------------------------------------------------------------
+# Temperature scaling.
+# ---------------------------------------------------------------------------------------
+
+
+def _matches_sklearn_on_overconfident_logits():
+    for seed, (n, k, factor) in enumerate([(2000, 10, 2.5), (500, 3, 4.0), (3000, 100, 1.7)]):
+        z, y = calibrated_draw(seed, n, k)
+        for logits in (factor * z, (factor * z).astype(np.float32)):
+            t_ours, t_sklearn = fit_temperature(logits, y), sklearn_temperature(logits, y)
+            assert t_ours == pytest.approx(t_sklearn, rel=1e-4), (n, k, logits.dtype)
+
+
+def _matches_sklearn_under_confident_and_binary():
+    z, y = calibrated_draw(7, 2000, 5)
+    assert fit_temperature(0.3 * z, y) == pytest.approx(sklearn_temperature(0.3 * z, y), rel=1e-4)
+    assert fit_temperature(0.3 * z, y) < 1
+    # Binary: one logit, sigmoid(z / T) = softmax((0, z) / T)[1].
+    rng = np.random.default_rng(3)
+    logit = rng.normal(size=3000) * 2
+    label = (rng.random(3000) < 1 / (1 + np.exp(-logit))).astype(int)
+    two_columns = np.stack([np.zeros_like(logit), 3 * logit], axis=1)
+    expected = sklearn_temperature(two_columns, label)
+    assert fit_temperature(3 * logit, label) == pytest.approx(expected, rel=1e-4)
+    assert fit_temperature((3 * logit)[:, None], label[:, None]) == pytest.approx(
+        expected, rel=1e-4
+    )
+    assert expected == pytest.approx(3.0, rel=0.1)
+
+
+def test_recovers_known_miscalibration_and_cuts_ece():
+    z, y = calibrated_draw(0, 20_000, 10)
+    temperature = fit_temperature(2.5 * z, y)
+    assert temperature == pytest.approx(2.5, rel=0.02)
+    z_test, y_test = calibrated_draw(1, 20_000, 10)
+    before = expected_calibration_error(softmax(2.5 * z_test), y_test)
+    after = expected_calibration_error(softmax(2.5 * z_test / temperature), y_test)
+    assert after <= 0.2 * before, (before, after)
+
+
+@given(seed=st.integers(0, 10_000), factor=st.floats(0.2, 5.0), shift=st.floats(-50, 50))
+def test_temperature_is_the_nll_minimizer_and_equivariant(seed, factor, shift):
+    z, y = calibrated_draw(seed, 400, 4)
+    logits = factor * z
+    t = fit_temperature(logits, y)
+    nll = negative_log_likelihood(logits / t, y, from_logits=True)
+    for ratio in (0.99, 1.01):
+        assert negative_log_likelihood(logits / (t * ratio), y, from_logits=True) > nll
+    # Scaling the logits by c scales T by c; adding a constant to a row changes nothing.
+    assert fit_temperature(3.0 * logits, y) == pytest.approx(3.0 * t, rel=1e-6)
+    row_shift = shift * np.random.default_rng(seed).random((len(z), 1))
+    assert fit_temperature(logits + row_shift, y) == pytest.approx(t, rel=1e-6)
+
+
+def test_memmap_and_one_hot_inputs_give_the_same_temperature(tmp_path):
+    z, y = calibrated_draw(5, 3000, 7)
+    logits = (2.0 * z).astype(np.float32)
+    path = tmp_path / "logits.f32"
+    logits.tofile(path)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=logits.shape)
+    expected = fit_temperature(logits, y)
+    assert fit_temperature(mapped, y) == pytest.approx(expected, rel=1e-6)
+    # A slice of a memmap (read through the mapping, not from the file) agrees too.
+    assert fit_temperature(mapped[100:], y[100:]) == pytest.approx(
+        fit_temperature(logits[100:], y[100:]), rel=1e-6
+    )
+    assert fit_temperature(logits, np.eye(7)[y]) == pytest.approx(expected, rel=1e-12)
+
+
+def _no_finite_optimum_raises():
+    z = np.array([[2.0, 0.0], [0.0, 1.0], [3.0, 1.0]])
+    with pytest.raises(ValueError, match="T -> 0"):
+        fit_temperature(z, [0, 1, 0])  # every label has the largest logit
+    with pytest.raises(ValueError, match="T -> infinity"):
+        fit_temperature(z, [1, 0, 1])  # logits anti-correlated with the labels
+    with pytest.raises(ValueError, match="T -> infinity"):
+        fit_temperature(np.zeros((4, 3)), [0, 1, 2, 0])  # constant logits carry nothing
+
+
+def _probabilities_instead_of_logits_warn():
+    z, y = calibrated_draw(0, 500, 4)
+    with pytest.warns(UserWarning, match="look like probabilities"):
+        fit_temperature(softmax(z), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_temperature(z, y)
+
+
+def _bad_input_raises():
+    z, y = calibrated_draw(0, 50, 3)
+    cases = [
+        (np.where(np.eye(50, 3) > 0, np.nan, z), y, "finite"),
+        (np.where(np.eye(50, 3) > 0, np.inf, z), y, "finite"),
+        (z, np.full(50, 3), r"\[0, 2\]"),
+        (z, y[:-1], "one entry per example"),
+        (z, np.ones((50, 2)), "labels"),
+        (np.zeros((0, 3)), np.zeros(0, int), "empty"),
+        (np.zeros((5, 0)), np.zeros(5, int), "at least 1 column"),
+        (z[:, :1], np.full(50, 2), r"\[0, 1\]"),  # binary logit, label 2
+    ]
+    for fn in (fit_temperature, fit_vector_scaling, fit_matrix_scaling):
+        for logits, labels, match in cases:
+            with pytest.raises(ValueError, match=match):
+                fn(logits, labels)
+    for l2 in (-1.0, np.nan, "a"):
+        with pytest.raises(ValueError, match="l2"):
+            fit_matrix_scaling(z, y, l2=l2)
+        with pytest.raises(ValueError, match="l2"):
+            fit_vector_scaling(z, y, l2=l2)
+
+
+# ---------------------------------------------------------------------------------------
+# Vector and matrix scaling.
+# ---------------------------------------------------------------------------------------
+
+
+def test_vector_and_matrix_scaling_recover_known_miscalibration():
+    z, y = calibrated_draw(0, 10_000, 10)
+    z_test, y_test = calibrated_draw(1, 20_000, 10)
+    before = expected_calibration_error(softmax(2.5 * z_test), y_test)
+    w, b = fit_vector_scaling(2.5 * z, y)
+    assert np.mean(w) == pytest.approx(1 / 2.5, rel=0.02)  # per class: sampling noise
+    np.testing.assert_allclose(w, 1 / 2.5, rtol=0.1)
+    np.testing.assert_allclose(b - b.mean(), 0.0, atol=0.2)
+    after = expected_calibration_error(softmax(2.5 * z_test * w + b), y_test)
+    assert after <= 0.2 * before, (before, after)
+    a, b = fit_matrix_scaling(2.5 * z, y, l2=1e-3)
+    assert np.mean(np.diag(a)) == pytest.approx(1 / 2.5, rel=0.02)
+    np.testing.assert_allclose(np.diag(a), 1 / 2.5, rtol=0.1)
+    assert np.abs(a - np.diag(np.diag(a))).max() < 0.05
+    after = expected_calibration_error(softmax(2.5 * z_test @ a + b), y_test)
+    assert after <= 0.2 * before, (before, after)
+
+
+def _unregularized_matrix_scaling_is_multinomial_logistic_regression():
+    # softmax(z @ A + b) with l2 = 0 is exactly multinomial logistic regression on z.
+    z, y = calibrated_draw(4, 1500, 4)
+    logits = 1.8 * z + np.random.default_rng(0).normal(size=z.shape) * 0.5
+    a, b = fit_matrix_scaling(logits, y, l2=0.0)
+    reference = LogisticRegression(C=np.inf, tol=1e-10, max_iter=10_000).fit(logits, y)
+    np.testing.assert_allclose(
+        softmax(logits @ a + b), reference.predict_proba(logits), atol=1e-4, rtol=0
+    )
+
+
+def _binary_vector_scaling_is_platt_scaling():
+    rng = np.random.default_rng(2)
+    logit = rng.normal(size=2000) * 3
+    label = (rng.random(2000) < 1 / (1 + np.exp(-(0.5 * logit - 0.7)))).astype(int)
+    w, b = fit_vector_scaling(logit, label)  # l2 is ignored for a single logit
+    reference = LogisticRegression(C=np.inf, tol=1e-10, max_iter=10_000).fit(logit[:, None], label)
+    assert w.shape == b.shape == (1,)
+    assert w[0] == pytest.approx(reference.coef_[0, 0], rel=1e-4)
+    assert b[0] == pytest.approx(reference.intercept_[0], rel=1e-4)
+
+
+def _more_parameters_fit_the_calibration_set_better():
+    z, y = calibrated_draw(9, 600, 5)
+    logits = 3 * z + np.random.default_rng(1).normal(size=z.shape)
+    t = fit_temperature(logits, y)
+    w, bv = fit_vector_scaling(logits, y, l2=0.0)
+    a, bm = fit_matrix_scaling(logits, y, l2=0.0)
+    nll_t = negative_log_likelihood(logits / t, y, from_logits=True)
+    nll_v = negative_log_likelihood(logits * w + bv, y, from_logits=True)
+    nll_m = negative_log_likelihood(logits @ a + bm, y, from_logits=True)
+    assert nll_m <= nll_v + 1e-9 <= nll_t + 2e-9
+    # A heavy off-diagonal penalty pushes matrix scaling to a diagonal map.
+    a_heavy, _ = fit_matrix_scaling(logits, y, l2=100.0)
+    assert np.abs(a_heavy - np.diag(np.diag(a_heavy))).max() < 1e-3
+    assert np.abs(a - np.diag(np.diag(a))).max() > 1e-2
+
+
+def test_degenerate_and_bad_input():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _no_finite_optimum_raises()
+    _probabilities_instead_of_logits_warn()
+    _bad_input_raises()
+
+
+def test_sklearn_agreement():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _matches_sklearn_on_overconfident_logits()
+    _matches_sklearn_under_confident_and_binary()
+
+
+def test_vector_and_matrix_against_logistic_regression():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _unregularized_matrix_scaling_is_multinomial_logistic_regression()
+    _binary_vector_scaling_is_platt_scaling()
+    _more_parameters_fit_the_calibration_set_better()

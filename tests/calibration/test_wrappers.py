@@ -1,0 +1,362 @@
+"""TemperatureScaling / VectorScaling / MatrixScaling: math, digits MLP, round trips, bad input."""
+
+import os
+import tempfile
+import warnings
+
+import keras
+import numpy as np
+import pytest
+from sklearn.calibration import _TemperatureScaling
+from sklearn.datasets import load_digits
+
+from keras_normkit.calibration import (
+    MatrixScaling,
+    TemperatureScaling,
+    VectorScaling,
+    expected_calibration_error,
+    fit_temperature,
+    negative_log_likelihood,
+)
+from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_tensorflow
+
+
+def softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def linear_classifier(kernel, bias, activation=None):
+    """A Dense classifier with fixed weights (its logits are x @ kernel + bias)."""
+    kernel = np.asarray(kernel, "float32")
+    model = keras.Sequential(
+        [keras.Input((kernel.shape[0],)), keras.layers.Dense(kernel.shape[1], activation)]
+    )
+    model.layers[0].set_weights([kernel, np.asarray(bias, "float32")])
+    return model
+
+
+def overconfident_problem(seed=0, n=4000, k=5, factor=2.5):
+    """Inputs x whose calibrated logits are x itself; a classifier outputting factor * x."""
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(n, k)) * 2).astype("float32")
+    y = (softmax(x.astype(float)).cumsum(1) > rng.random((n, 1))).argmax(1)
+    return x, y, np.eye(k) * factor, np.zeros(k)
+
+
+@pytest.fixture(scope="module")
+def digits_mlp():
+    """An over-fit MLP on 300 digits, with 600 validation and 897 test digits."""
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype("float32")
+    order = np.random.default_rng(0).permutation(len(y))
+    x, y = x[order], y[order]
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        keras.optimizers.Adam(3e-3),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(x[:300], y[:300], epochs=60, batch_size=100, verbose=0)
+    return model, (x[300:900], y[300:900]), (x[900:], y[900:])
+
+
+# ---------------------------------------------------------------------------------------
+# The digits MLP (acceptance: NLL and ECE fall, argmax unchanged, sklearn agreement).
+# ---------------------------------------------------------------------------------------
+
+
+def test_digits_mlp(digits_mlp):
+    model, (x_val, y_val), (x_test, y_test) = digits_mlp
+    val_logits = model.predict(x_val, verbose=0).astype(np.float64)
+    test_logits = model.predict(x_test, verbose=0)
+    expected_t = 1.0 / float(_TemperatureScaling().fit(val_logits, y_val).beta_)
+    assert fit_temperature(val_logits, y_val) == pytest.approx(expected_t, rel=1e-4)
+
+    before_nll = negative_log_likelihood(test_logits, y_test, from_logits=True)
+    before_ece = expected_calibration_error(softmax(test_logits), y_test)
+    temperature = TemperatureScaling(model).calibrate(x_val, y_val, verbose=0)
+    assert temperature.temperature_ == pytest.approx(expected_t, rel=1e-4)
+    assert temperature.temperature_ > 1.0  # an over-fit network is over-confident
+    probabilities = keras.ops.convert_to_numpy(temperature(x_test))
+    np.testing.assert_array_equal(probabilities.argmax(1), test_logits.argmax(1))
+    after_nll = negative_log_likelihood(probabilities, y_test)
+    after_ece = expected_calibration_error(probabilities, y_test)
+    # ECE on ~900 digits is noisy (it rose on some splits we tried): report it, assert NLL.
+    assert after_nll < before_nll
+    report = {"uncalibrated": (before_nll, before_ece), "temperature": (after_nll, after_ece)}
+    for name, wrapper in [("vector", VectorScaling(model)), ("matrix", MatrixScaling(model))]:
+        p = keras.ops.convert_to_numpy(wrapper.calibrate(x_val, y_val, verbose=0)(x_test))
+        report[name] = (negative_log_likelihood(p, y_test), expected_calibration_error(p, y_test))
+        assert report[name][0] < before_nll, (name, report)
+    print({k: f"NLL {v[0]:.4f} ECE {100 * v[1]:.2f} %" for k, v in report.items()})
+
+
+# ---------------------------------------------------------------------------------------
+# Math of the wrappers.
+# ---------------------------------------------------------------------------------------
+
+
+def _temperature_wrapper_recovers_known_miscalibration():
+    x, y, kernel, bias = overconfident_problem()
+    model = linear_classifier(kernel, bias)
+    wrapper = TemperatureScaling(model).calibrate(x, y, verbose=0, batch_size=512)
+    assert wrapper.temperature_ == pytest.approx(2.5, rel=0.05)
+    assert wrapper.temperature_ == pytest.approx(fit_temperature(2.5 * x, y), rel=1e-5)
+    expected = softmax(2.5 * x.astype(float) / wrapper.temperature_)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(wrapper(x)), expected, atol=1e-5)
+    logits = TemperatureScaling(model, output="logits")
+    logits.temperature.assign(wrapper.temperature_)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(logits(x)), 2.5 * x / wrapper.temperature_, rtol=1e-5
+    )
+
+
+def _vector_and_matrix_wrappers_apply_their_maps():
+    x, y, kernel, bias = overconfident_problem(k=4)
+    model = linear_classifier(kernel, bias)
+    vector = VectorScaling(model, output="logits").calibrate(x, y, verbose=0)
+    w, b = (keras.ops.convert_to_numpy(v) for v in (vector.scale, vector.bias))
+    np.testing.assert_allclose(w, 0.4, rtol=0.1)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(vector(x)), 2.5 * x * w + b, atol=1e-4)
+    matrix = MatrixScaling(model, output="logits").calibrate(x, y, verbose=0)
+    a, b = (keras.ops.convert_to_numpy(v) for v in (matrix.kernel, matrix.bias))
+    np.testing.assert_allclose(np.diag(a), 0.4, rtol=0.1)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(matrix(x)), 2.5 * x @ a + b, atol=1e-4)
+
+
+def _softmax_model_is_calibrated_through_log_probabilities():
+    x, y, kernel, bias = overconfident_problem()
+    logits_model = linear_classifier(kernel, bias)
+    softmax_model = linear_classifier(kernel, bias, activation="softmax")
+    with pytest.warns(UserWarning, match="log-probabilities"):
+        wrapper = TemperatureScaling(softmax_model)
+    assert wrapper.model_output == "probabilities"
+    wrapper.calibrate(x, y, verbose=0)
+    reference = TemperatureScaling(logits_model).calibrate(x, y, verbose=0)
+    assert wrapper.temperature_ == pytest.approx(reference.temperature_, rel=1e-4)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(wrapper(x)), keras.ops.convert_to_numpy(reference(x)), atol=1e-5
+    )
+
+
+def _binary_sigmoid_and_logit_models():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 1)).astype("float32") * 2
+    y = (rng.random(3000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    logit_model = linear_classifier([[3.0]], [0.0])
+    sigmoid_model = linear_classifier([[3.0]], [0.0], activation="sigmoid")
+    reference = fit_temperature(3.0 * x, y)
+    assert reference == pytest.approx(3.0, rel=0.1)
+    logit_wrapper = TemperatureScaling(logit_model).calibrate(x, y, verbose=0)
+    with pytest.warns(UserWarning, match="log-probabilities"):
+        sigmoid_wrapper = TemperatureScaling(sigmoid_model)
+    sigmoid_wrapper.calibrate(x, y, verbose=0)
+    assert logit_wrapper.temperature_ == pytest.approx(reference, rel=1e-4)
+    # float32 sigmoid saturates to 1 for z > ~17: those logits are only recovered as 87.
+    assert sigmoid_wrapper.temperature_ == pytest.approx(reference, rel=1e-3)
+    # float32 p = sigmoid(z) resolves 1 - p only to ~6e-8: logits are exact for |z| < ~8.
+    unsaturated = np.abs(3.0 * x[:, 0]) < 8
+    for wrapper, rows in ((logit_wrapper, slice(None)), (sigmoid_wrapper, unsaturated)):
+        p = keras.ops.convert_to_numpy(wrapper(x))
+        assert p.shape == (3000, 1)
+        expected = 1 / (1 + np.exp(-3.0 * x / wrapper.temperature_))
+        np.testing.assert_allclose(p[rows], expected[rows], atol=1e-5)
+    platt = VectorScaling(logit_model).calibrate(x, y, verbose=0)
+    assert keras.ops.convert_to_numpy(platt.scale)[0] * 3.0 == pytest.approx(1.0, rel=0.1)
+
+
+@requires_tensorflow
+def test_tf_data_input_equals_arrays_and_one_hot_labels():
+    import tensorflow as tf
+
+    x, y, kernel, bias = overconfident_problem(n=1000)
+    model = linear_classifier(kernel, bias)
+    expected = TemperatureScaling(model).calibrate(x, y, verbose=0).temperature_
+    dataset = tf.data.Dataset.from_tensor_slices((x, np.eye(5)[y])).batch(64)
+    got = TemperatureScaling(model).calibrate(dataset, verbose=0).temperature_
+    assert got == pytest.approx(expected, rel=1e-6)
+    unknown_length = dataset.filter(lambda a, b: True)  # cardinality unknown: no target
+    got = TemperatureScaling(model).calibrate(unknown_length, verbose=0).temperature_
+    assert got == pytest.approx(expected, rel=1e-6)
+
+
+def test_spill_to_disk_gives_the_same_result_and_cleans_up(tmp_path, monkeypatch):
+    x, y, kernel, bias = overconfident_problem(n=3000)
+    model = linear_classifier(kernel, bias)
+    expected = TemperatureScaling(model).calibrate(x, y, verbose=0).temperature_
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    from keras_normkit.calibration import collect
+
+    seen = []
+    original = collect._Store.finish
+
+    def finish(store):
+        result = original(store)
+        seen.append((result.spilled, sorted(os.listdir(tmp_path))))
+        return result
+
+    monkeypatch.setattr(collect._Store, "finish", finish)
+    # 3000 x 5 float32 logits + int32 labels = 72 kB: a 20 kB budget spills.
+    wrapper = TemperatureScaling(model).calibrate(
+        x, y, verbose=0, batch_size=100, max_memory_bytes=20_000
+    )
+    assert wrapper.temperature_ == pytest.approx(expected, rel=1e-6)
+    assert seen[0][0] and len(seen[0][1]) == 2  # logits and labels files existed
+    assert os.listdir(tmp_path) == []  # and were removed
+    TemperatureScaling(model).calibrate(x, y, verbose=0, max_memory_bytes=10**9)
+    assert seen[1] == (False, [])
+
+
+# ---------------------------------------------------------------------------------------
+# Round trips.
+# ---------------------------------------------------------------------------------------
+
+
+class RoundTripTest(LayerConformanceTestCase):
+    def _calibrated(self, cls, **kwargs):
+        x, y, kernel, bias = overconfident_problem(n=500, k=4)
+        model = linear_classifier(kernel + 0.1, bias + 0.2)
+        return cls(model, **kwargs).calibrate(x, y, verbose=0), x[:16]
+
+    def test_temperature_scaling_round_trips(self):
+        wrapper, x = self._calibrated(TemperatureScaling)
+        reloaded = self.assert_keras_round_trip(wrapper, x)
+        self.assertIsInstance(reloaded, TemperatureScaling)
+        assert reloaded.temperature_ == pytest.approx(wrapper.temperature_, rel=1e-7)
+        assert abs(wrapper.temperature_ - 1.0) > 0.1  # a fitted T, not the initial 1
+        self.assert_saved_model_round_trip(wrapper, x)
+
+    def test_vector_scaling_round_trips(self):
+        wrapper, x = self._calibrated(VectorScaling, output="logits")
+        reloaded = self.assert_keras_round_trip(wrapper, x)
+        self.assertEqual(reloaded.output_type, "logits")
+        self.assert_saved_model_round_trip(wrapper, x)
+
+    def test_matrix_scaling_round_trips(self):
+        wrapper, x = self._calibrated(MatrixScaling, l2=0.01)
+        reloaded = self.assert_keras_round_trip(wrapper, x)
+        self.assertEqual(reloaded.l2, 0.01)
+        self.assert_saved_model_round_trip(wrapper, x)
+
+    def test_probability_model_round_trip_keeps_resolved_output_and_does_not_warn(self):
+        x, y, kernel, bias = overconfident_problem(n=500, k=3)
+        model = linear_classifier(kernel, bias, activation="softmax")
+        wrapper = TemperatureScaling(model, model_output="probabilities")
+        wrapper.calibrate(x, y, verbose=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            reloaded = self.assert_keras_round_trip(wrapper, x[:8])
+        self.assertEqual(reloaded.model_output, "probabilities")
+        config = wrapper.get_config()
+        self.assertEqual(TemperatureScaling.from_config(config).get_config(), config)
+
+
+def _subclassed_model_builds_weights_lazily():
+    class Classifier(keras.Model):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.dense = keras.layers.Dense(3)
+
+        def call(self, x):
+            return self.dense(x)
+
+    x, y, _, _ = overconfident_problem(n=300, k=3)
+    classifier = Classifier()
+    classifier(x[:2])
+    classifier.dense.set_weights([np.eye(3, dtype="float32") * 2.5, np.zeros(3, "float32")])
+    wrapper = MatrixScaling(classifier)
+    assert wrapper(x[:2]).shape == (2, 3)  # weights created by build()
+    wrapper.calibrate(x, y, verbose=0)
+    assert keras.ops.convert_to_numpy(wrapper.kernel).shape == (3, 3)
+    unbuilt = VectorScaling(Classifier())
+    unbuilt.calibrate(x, y, verbose=0)  # weights created from the collected logits
+    assert keras.ops.convert_to_numpy(unbuilt.scale).shape == (3,)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------------------
+
+
+def _bad_constructor_arguments():
+    model = linear_classifier(np.eye(3), np.zeros(3))
+    with pytest.raises(ValueError, match="keras.Model"):
+        TemperatureScaling(keras.layers.Dense(3))
+    with pytest.raises(ValueError, match="`output`"):
+        TemperatureScaling(model, output="proba")
+    with pytest.raises(ValueError, match="`model_output`"):
+        TemperatureScaling(model, model_output="scores")
+    with pytest.raises(ValueError, match="l2"):
+        MatrixScaling(model, l2=-0.5)
+    inputs = keras.Input((3,))
+    two_outputs = keras.Model(
+        inputs, [keras.layers.Dense(2)(inputs), keras.layers.Dense(2)(inputs)]
+    )
+    with pytest.raises(ValueError, match="single output"):
+        TemperatureScaling(two_outputs)
+    with pytest.raises(ValueError, match="single unit"), pytest.warns(UserWarning):
+        TemperatureScaling(linear_classifier(np.ones((3, 1)), [0.0], activation="softmax"))
+    flat = keras.Model(inputs, keras.layers.Reshape(())(keras.layers.Dense(1)(inputs)))
+    with pytest.raises(ValueError, match="num_classes"):
+        VectorScaling(flat)
+
+
+def _bad_calibration_data():
+    x, y, kernel, bias = overconfident_problem(n=100, k=3)
+    model = linear_classifier(kernel, bias)
+    wrapper = TemperatureScaling(model)
+    cases = [
+        ((x, None), "`y`"),
+        ((x, y[:-1]), "same number of examples"),
+        ((x, np.full(100, 3)), r"\[0, 2\]"),
+        ((x, y.astype(float) + 0.5), "integers"),
+        ((x[:0], y[:0]), "empty"),
+        ((np.where(np.eye(100, 3) > 0, np.nan, x).astype("float32"), y), "finite"),
+    ]
+    for (inputs, labels), match in cases:
+        with pytest.raises(ValueError, match=match):
+            wrapper.calibrate(inputs, labels, verbose=0)
+    with pytest.raises(ValueError, match="max_memory_bytes"):
+        wrapper.calibrate(x, y, verbose=0, max_memory_bytes=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        wrapper.calibrate(x, y, verbose=0, batch_size=0)
+    assert wrapper.temperature_ == 1.0  # nothing was fitted
+
+
+@requires_tensorflow
+def test_bad_datasets():
+    import tensorflow as tf
+
+    x, y, kernel, bias = overconfident_problem(n=64, k=3)
+    wrapper = TemperatureScaling(linear_classifier(kernel, bias))
+    with pytest.raises(ValueError, match=r"\(x, y\) pairs"):
+        wrapper.calibrate(tf.data.Dataset.from_tensor_slices(x).batch(8), verbose=0)
+    with pytest.raises(ValueError, match="empty"):
+        empty = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).take(0)
+        wrapper.calibrate(empty, verbose=0)
+    with pytest.raises(ValueError, match="`y` must be None"):
+        wrapper.calibrate(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), y, verbose=0)
+
+
+def test_bad_input():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _bad_constructor_arguments()
+    _bad_calibration_data()
+
+
+def test_wrapper_math():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _temperature_wrapper_recovers_known_miscalibration()
+    _vector_and_matrix_wrappers_apply_their_maps()
+    _softmax_model_is_calibrated_through_log_probabilities()
+    _binary_sigmoid_and_logit_models()
+    _subclassed_model_builds_weights_lazily()

@@ -1,0 +1,540 @@
+"""`FastWeightsRNNCell` / `FastWeightsRNN`: NumPy reference, conformance, states, bad input."""
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
+from tests.conformance import LayerConformanceTestCase
+
+IMPLEMENTATIONS = ("matrix", "memory")
+
+
+# --- an independent NumPy reference, step by step from the equations (PAPERS.md §2) ---------
+
+
+def numpy_layer_norm(z, gamma, beta, eps):
+    mean = z.mean()
+    var = ((z - mean) ** 2).mean()
+    return gamma * (z - mean) / np.sqrt(var + eps) + beta
+
+
+def numpy_fast_weights(
+    x,
+    weights,
+    units,
+    *,
+    inner_steps,
+    decay,
+    eta,
+    use_layer_norm,
+    eps=1e-5,
+    mask=None,
+    h0=None,
+    a0=None,
+    go_backwards=False,
+):
+    """Return (outputs [B, T, H], h [B, H], A [B, H, H]) in float64."""
+    kernel, recurrent, bias = (np.asarray(w, "float64") for w in weights[:3])
+    gamma, beta = (np.asarray(w, "float64") for w in weights[3:5]) if use_layer_norm else (1, 0)
+    batch, steps, _ = x.shape
+    x = np.asarray(x, "float64")
+    mask = np.ones((batch, steps), bool) if mask is None else mask
+    h = np.zeros((batch, units)) if h0 is None else np.array(h0, "float64")
+    a = np.zeros((batch, units, units)) if a0 is None else np.array(a0, "float64")
+
+    def norm(z):
+        return numpy_layer_norm(z, gamma, beta, eps) if use_layer_norm else z
+
+    def relu(z):
+        return np.maximum(z, 0.0)
+
+    outputs = np.zeros((batch, steps, units))
+    order = range(steps - 1, -1, -1) if go_backwards else range(steps)
+    for k, t in enumerate(order):
+        for i in range(batch):
+            if mask[i, t]:
+                boundary = x[i, t] @ kernel + h[i] @ recurrent + bias  # once per step
+                hs = relu(norm(boundary))
+                for _ in range(inner_steps):
+                    hs = relu(norm(boundary + a[i] @ hs))
+                h[i] = hs
+                a[i] = decay * a[i] + eta * np.outer(hs, hs)  # with the *new* state
+            outputs[i, k] = h[i]
+    return outputs, h, a
+
+
+def random_weights(rng, input_dim, units, scale=0.5):
+    return [
+        rng.normal(scale=scale, size=(input_dim, units)),
+        rng.normal(scale=scale, size=(units, units)),
+        rng.normal(scale=0.3, size=(units,)),
+        1.0 + rng.normal(scale=0.2, size=(units,)),
+        rng.normal(scale=0.2, size=(units,)),
+    ]
+
+
+def set_weights(layer, weights):
+    layer.set_weights([w.astype("float32") for w in weights[: len(layer.weights)]])
+
+
+def numpy_out(tensors):
+    return [keras.ops.convert_to_numpy(t) for t in tensors]
+
+
+def ragged_mask(rng, batch, steps):
+    mask = rng.random((batch, steps)) > 0.3
+    mask[:, 0] = True
+    mask[0] = True
+    return mask
+
+
+# --- the math -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_layer_norm", [True, False])
+@pytest.mark.parametrize("inner_steps", [1, 2, 3])
+@pytest.mark.parametrize("implementation", ["matrix", "memory", "cell"])
+def test_matches_numpy_reference(implementation, inner_steps, use_layer_norm):
+    rng = np.random.default_rng(inner_steps + 10 * use_layer_norm)
+    batch, steps, dim, units = 3, 7, 4, 5
+    x = rng.normal(size=(batch, steps, dim)).astype("float32")
+    mask = ragged_mask(rng, batch, steps)
+    # Without layer norm the recurrence can blow up (the paper's point), so keep it small.
+    eta = 0.5 if use_layer_norm else 0.2
+    kwargs = dict(
+        inner_steps=inner_steps,
+        decay=0.9,
+        fast_learning_rate=eta,
+        use_layer_norm=use_layer_norm,
+    )
+    if implementation == "cell":
+        layer = keras.layers.RNN(
+            FastWeightsRNNCell(units, **kwargs), return_sequences=True, return_state=True
+        )
+    else:
+        layer = FastWeightsRNN(
+            units,
+            return_sequences=True,
+            return_state=True,
+            implementation=implementation,
+            **kwargs,
+        )
+    layer.build((batch, steps, dim))
+    weights = random_weights(rng, dim, units, scale=0.5 if use_layer_norm else 0.25)
+    set_weights(layer, weights)
+    outputs, h, a = numpy_out(layer(x, mask=mask))
+    ref_out, ref_h, ref_a = numpy_fast_weights(
+        x,
+        weights,
+        units,
+        inner_steps=inner_steps,
+        decay=0.9,
+        eta=eta,
+        use_layer_norm=use_layer_norm,
+        mask=mask,
+    )
+    assert np.isfinite(ref_out).all()
+    tol = {"rtol": 1e-4, "atol": 1e-4}
+    np.testing.assert_allclose(outputs, ref_out, **tol)
+    np.testing.assert_allclose(h, ref_h, **tol)
+    np.testing.assert_allclose(a.reshape(batch, units, units), ref_a, **tol)
+    assert np.abs(ref_a).max() > 0.1  # the memory was actually exercised
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_go_backwards_and_initial_state_match_numpy(implementation):
+    rng = np.random.default_rng(3)
+    batch, steps, dim, units = 2, 6, 3, 4
+    x = rng.normal(size=(batch, steps, dim)).astype("float32")
+    mask = ragged_mask(rng, batch, steps)
+    h0 = np.abs(rng.normal(size=(batch, units))).astype("float32")
+    a0 = rng.normal(size=(batch, units, units)).astype("float32")
+    a0 = a0 + a0.transpose(0, 2, 1)
+    layer = FastWeightsRNN(
+        units,
+        inner_steps=2,
+        decay=0.8,
+        fast_learning_rate=0.3,
+        go_backwards=True,
+        return_sequences=True,
+        return_state=True,
+        implementation=implementation,
+    )
+    layer.build((batch, steps, dim))
+    weights = random_weights(rng, dim, units)
+    set_weights(layer, weights)
+    outputs, h, a = numpy_out(layer(x, initial_state=[h0, a0.reshape(batch, -1)], mask=mask))
+    ref_out, ref_h, ref_a = numpy_fast_weights(
+        x,
+        weights,
+        units,
+        inner_steps=2,
+        decay=0.8,
+        eta=0.3,
+        use_layer_norm=True,
+        mask=mask,
+        h0=h0,
+        a0=a0,
+        go_backwards=True,
+    )
+    np.testing.assert_allclose(outputs, ref_out, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(a.reshape(a0.shape), ref_a, rtol=1e-4, atol=1e-4)
+
+
+def _layer_pair(units, **kwargs):
+    layers = {}
+    for implementation in IMPLEMENTATIONS:
+        layers[implementation] = FastWeightsRNN(units, implementation=implementation, **kwargs)
+    return layers
+
+
+@pytest.mark.parametrize("with_initial_state", [False, True])
+def test_implementations_agree_on_outputs_and_gradients(with_initial_state):
+    rng = np.random.default_rng(5)
+    batch, steps, dim, units = 3, 8, 4, 6
+    x = tf.constant(rng.normal(size=(batch, steps, dim)).astype("float32"))
+    mask = tf.constant(ragged_mask(rng, batch, steps))
+    target = rng.normal(size=(batch, steps, units)).astype("float32")
+    state = None
+    if with_initial_state:
+        state = [
+            tf.constant(np.abs(rng.normal(size=(batch, units))).astype("float32")),
+            tf.constant(rng.normal(scale=0.3, size=(batch, units * units)).astype("float32")),
+        ]
+    weights = random_weights(rng, dim, units)
+    results = {}
+    for name, layer in _layer_pair(
+        units, inner_steps=2, decay=0.9, return_sequences=True, return_state=True
+    ).items():
+        layer.build((batch, steps, dim))
+        set_weights(layer, weights)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            watched = [x] + ([] if state is None else state)
+            for s in watched[1:]:
+                tape.watch(s)
+            out, h, a = layer(x, mask=mask, initial_state=state)
+            loss = tf.reduce_sum((out - target) ** 2) + tf.reduce_sum(a * a[:, ::-1])
+        grads = tape.gradient(loss, layer.trainable_weights + watched)
+        results[name] = numpy_out([out, h, a]) + numpy_out(grads)
+    for m, e in zip(results["memory"], results["matrix"], strict=True):
+        scale = max(1.0, np.abs(e).max())
+        np.testing.assert_allclose(m / scale, e / scale, atol=1e-5, rtol=0)
+
+
+def test_masked_steps_leave_h_and_a_unchanged():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    padded = np.concatenate([x[:, :2], 100 * rng.normal(size=(2, 3, 3)), x[:, 2:]], axis=1)
+    mask = np.ones((2, 8), bool)
+    mask[:, 2:5] = False
+    for implementation in IMPLEMENTATIONS:
+        layer = FastWeightsRNN(4, return_state=True, implementation=implementation, seed=1)
+        _, h, a = numpy_out(layer(x))
+        _, h_pad, a_pad = numpy_out(layer(padded.astype("float32"), mask=mask))
+        np.testing.assert_allclose(h_pad, h, atol=1e-5)
+        np.testing.assert_allclose(a_pad, a, atol=1e-5)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_long_sequence_stays_finite_and_a_is_bounded(implementation):
+    rng = np.random.default_rng(11)
+    steps, units, decay, eta = 2000, 6, 0.95, 0.5
+    x = (5 * rng.normal(size=(2, steps, 3))).astype("float32")
+    layer = FastWeightsRNN(
+        units,
+        decay=decay,
+        fast_learning_rate=eta,
+        return_sequences=True,
+        return_state=True,
+        recurrent_initializer="orthogonal",
+        implementation=implementation,
+    )
+    inputs = keras.Input((steps, 3))
+    model = keras.Model(inputs, layer(inputs))  # graph mode: 2000 eager steps would be slow
+    out, h, a = model.predict(x, verbose=0)
+    assert np.isfinite(out).all() and np.isfinite(a).all()
+    # |A_ij| <= eta * max|h|^2 / (1 - decay) since A is a decayed sum of eta * h h^T.
+    assert np.abs(a).max() <= eta * np.abs(out).max() ** 2 / (1 - decay) * (1 + 1e-4)
+    assert np.abs(a).max() > 1.0
+
+
+def test_all_zero_state_gives_no_nan():
+    layer = FastWeightsRNN(4, use_bias=False, return_sequences=True)
+    out = numpy_out([layer(np.zeros((2, 3, 5), "float32"))])[0]
+    assert np.isfinite(out).all()
+
+
+# --- state handling --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_stateful_streaming_equals_one_pass(implementation):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 8, 3)).astype("float32")
+    full = FastWeightsRNN(5, return_sequences=True, implementation=implementation, seed=0)
+    expected = numpy_out([full(x)])[0]
+    streaming = FastWeightsRNN(
+        5, return_sequences=True, stateful=True, implementation=implementation
+    )
+    streaming.build((2, 4, 3))
+    streaming.set_weights(full.get_weights())
+    parts = numpy_out([streaming(x[:, :4]), streaming(x[:, 4:])])
+    np.testing.assert_allclose(np.concatenate(parts, axis=1), expected, atol=1e-5)
+    streaming.reset_state()
+    np.testing.assert_allclose(numpy_out([streaming(x[:, :4])])[0], expected[:, :4], atol=1e-6)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_return_state_then_initial_state_continues(implementation):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 9, 3)).astype("float32")
+    layer = FastWeightsRNN(4, return_state=True, implementation=implementation)
+    y, h, a = layer(x)
+    _, h1, a1 = layer(x[:, :5])
+    y2, h2, a2 = layer(x[:, 5:], initial_state=[h1, a1])
+    for e, g in zip(numpy_out([y, h, a]), numpy_out([y2, h2, a2]), strict=True):
+        np.testing.assert_allclose(g, e, atol=1e-5)
+
+
+def test_cell_inside_bidirectional_matches_layers():
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    bi = keras.layers.Bidirectional(
+        keras.layers.RNN(FastWeightsRNNCell(4, decay=0.9), return_sequences=True)
+    )
+    out = numpy_out([bi(x)])[0]
+    fwd_w, bwd_w = bi.forward_layer.get_weights(), bi.backward_layer.get_weights()
+    fwd = FastWeightsRNN(4, decay=0.9, return_sequences=True)
+    bwd = FastWeightsRNN(4, decay=0.9, return_sequences=True, go_backwards=True)
+    fwd.build(x.shape)
+    bwd.build(x.shape)
+    fwd.set_weights(fwd_w)
+    bwd.set_weights(bwd_w)
+    np.testing.assert_allclose(out[..., :4], numpy_out([fwd(x)])[0], atol=1e-5)
+    np.testing.assert_allclose(out[..., 4:], numpy_out([bwd(x)])[0][:, ::-1], atol=1e-5)
+
+
+def test_layer_inside_bidirectional_round_trip():
+    x = np.random.default_rng(12).normal(size=(2, 4, 3)).astype("float32")
+    inputs = keras.Input((None, 3))
+    bi = keras.layers.Bidirectional(FastWeightsRNN(3, return_sequences=True))
+    model = keras.Model(inputs, bi(inputs))
+    out = model.predict(x, verbose=0)
+    bwd = FastWeightsRNN(3, return_sequences=True, go_backwards=True)
+    bwd.build(x.shape)
+    bwd.set_weights(bi.backward_layer.get_weights())
+    np.testing.assert_allclose(out[..., 3:], numpy_out([bwd(x)])[0][:, ::-1], atol=1e-5)
+    LayerConformanceTestCase().assert_keras_round_trip(model, x, atol=1e-5)
+
+
+# --- conformance, precision, XLA -------------------------------------------------------------
+
+
+class FastWeightsConformanceTest(LayerConformanceTestCase):
+    def test_layer_conformance(self):
+        for implementation in IMPLEMENTATIONS:
+            self.run_conformance_test(
+                FastWeightsRNN,
+                {"units": 4, "inner_steps": 2, "implementation": implementation},
+                input_shape=(2, 3, 5),
+                expected_output_shape=(2, 4),
+                expected_num_trainable_weights=5,
+                supports_masking=True,
+                atol=1e-5,
+            )
+
+    def test_layer_conformance_sequences_and_state(self):
+        self.run_conformance_test(
+            FastWeightsRNN,
+            {
+                "units": 3,
+                "return_sequences": True,
+                "return_state": True,
+                "dropout": 0.1,
+                "recurrent_dropout": 0.1,
+                "seed": 1,
+            },
+            input_shape=(2, 4, 5),
+            expected_output_shape=((2, 4, 3), (2, 3), (2, 9)),
+            supports_masking=True,
+            dynamic_axes=(1,),
+            atol=1e-5,
+        )
+
+    def test_cell_conformance(self):
+        self.run_cell_conformance_test(
+            FastWeightsRNNCell,
+            {"units": 4, "inner_steps": 2, "dropout": 0.1, "seed": 2},
+            input_shape=(2, 3, 5),
+            expected_output_shape=(2, 4),
+            supports_masking=True,
+            atol=1e-5,
+        )
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_close_to_float32(policy):
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(2, 6, 3)).astype("float32")
+    for implementation in IMPLEMENTATIONS:
+        ref = FastWeightsRNN(4, return_sequences=True, implementation=implementation)
+        expected = numpy_out([ref(x)])[0]
+        layer = FastWeightsRNN(
+            4, return_sequences=True, implementation=implementation, dtype=policy
+        )
+        layer.build(x.shape)
+        layer.set_weights(ref.get_weights())
+        y = layer(x)
+        assert keras.backend.standardize_dtype(y.dtype) == policy.split("_")[1]
+        y = numpy_out([y])[0].astype("float32")
+        assert np.isfinite(y).all()
+        atol = 0.1 if policy.endswith("bfloat16") else 0.02
+        np.testing.assert_allclose(y, expected, atol=atol)
+
+
+def test_xla_training_matches_eager():
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(8, 5, 3)).astype("float32")
+    y = rng.normal(size=(8, 8)).astype("float32")
+    inputs = keras.Input((5, 3))
+    branches = [FastWeightsRNN(4, implementation=impl)(inputs) for impl in IMPLEMENTATIONS]
+    model = keras.Model(inputs, keras.layers.Concatenate()(branches))  # one XLA compile
+    model.compile("sgd", "mse", jit_compile=True)
+    history = model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    xla = model.predict(x, verbose=0)
+    np.testing.assert_allclose(xla, numpy_out([model(x)])[0], atol=1e-5)
+
+
+# --- configuration and arguments -------------------------------------------------------------
+
+
+def _constructor_args(cls):
+    return {
+        name
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name != "self" and p.kind is not p.VAR_KEYWORD
+    }
+
+
+@pytest.mark.parametrize("cls", [FastWeightsRNN, FastWeightsRNNCell])
+def test_get_config_is_exactly_the_constructor(cls):
+    obj = cls(3, inner_steps=2, decay=0.7, fast_learning_rate=0.2, seed=3)
+    config = obj.get_config()
+    base = {"name", "trainable", "dtype"}
+    assert set(config) - base == _constructor_args(cls)
+    clone = cls.from_config(config)
+    assert clone.get_config() == config
+
+
+def test_auto_rule():
+    assert FastWeightsRNN(64).resolve_implementation(64) == "memory"
+    assert FastWeightsRNN(64).resolve_implementation(65) == "matrix"
+    assert FastWeightsRNN(64).resolve_implementation(None) == "matrix"
+    assert FastWeightsRNN(64, stateful=True).resolve_implementation(4) == "matrix"
+    assert FastWeightsRNN(64, implementation="memory").resolve_implementation(999) == "memory"
+
+
+@settings(max_examples=6)
+@given(
+    batch=st.integers(1, 3),
+    steps=st.integers(1, 6),
+    dim=st.integers(1, 4),
+    units=st.integers(1, 6),
+    inner_steps=st.integers(1, 3),
+    decay=st.floats(0.0, 1.0),
+    eta=st.floats(0.0, 2.0),
+)
+def test_shapes_and_agreement_property(batch, steps, dim, units, inner_steps, decay, eta):
+    rng = np.random.default_rng(steps)
+    x = rng.normal(size=(batch, steps, dim)).astype("float32")
+    weights = random_weights(rng, dim, units)
+    outs = {}
+    for implementation in IMPLEMENTATIONS:
+        layer = FastWeightsRNN(
+            units,
+            inner_steps=inner_steps,
+            decay=decay,
+            fast_learning_rate=eta,
+            return_sequences=True,
+            return_state=True,
+            implementation=implementation,
+        )
+        layer.build(x.shape)
+        set_weights(layer, weights)
+        out = layer(x)
+        expected = layer.compute_output_shape(x.shape)
+        assert [tuple(o.shape) for o in out] == [tuple(s) for s in expected]
+        outs[implementation] = numpy_out(out)
+    ref_out, _, ref_a = numpy_fast_weights(
+        x, weights, units, inner_steps=inner_steps, decay=decay, eta=eta, use_layer_norm=True
+    )
+    for got in outs.values():
+        np.testing.assert_allclose(got[0], ref_out, atol=2e-4, rtol=2e-4)
+        np.testing.assert_allclose(got[2].reshape(ref_a.shape), ref_a, atol=2e-3, rtol=2e-4)
+
+
+BAD_ARGS = [
+    ({"units": 0}, "units", ValueError),
+    ({"units": -3}, "units", ValueError),
+    ({"units": 2.5}, "units", TypeError),
+    ({"inner_steps": 0}, "inner_steps", ValueError),
+    ({"decay": 1.5}, "decay", ValueError),
+    ({"decay": -0.1}, "decay", ValueError),
+    ({"decay": float("nan")}, "decay", ValueError),
+    ({"fast_learning_rate": -0.5}, "fast_learning_rate", ValueError),
+    ({"fast_learning_rate": "fast"}, "fast_learning_rate", TypeError),
+    ({"layer_norm_epsilon": 0.0}, "layer_norm_epsilon", ValueError),
+    ({"dropout": 1.0}, "dropout", ValueError),
+    ({"recurrent_dropout": -0.1}, "recurrent_dropout", ValueError),
+]
+
+
+def test_bad_arguments_name_the_argument():
+    for cls in (FastWeightsRNN, FastWeightsRNNCell):
+        for kwargs, name, error in BAD_ARGS:
+            with pytest.raises(error, match=f"`{name}`.*Received: {name}="):
+                cls(**{"units": 4, **kwargs})
+
+
+@settings(max_examples=15)
+@given(
+    decay=st.one_of(st.floats(max_value=-1e-6), st.floats(min_value=1.000001)),
+    inner_steps=st.integers(max_value=0),
+    eta=st.floats(max_value=-1e-9),
+)
+def test_out_of_range_hyperparameters_property(decay, inner_steps, eta):
+    with pytest.raises(ValueError, match="`decay`"):
+        FastWeightsRNN(4, decay=decay)
+    with pytest.raises(ValueError, match="`inner_steps`"):
+        FastWeightsRNN(4, inner_steps=inner_steps)
+    with pytest.raises(ValueError, match="`fast_learning_rate`"):
+        FastWeightsRNN(4, fast_learning_rate=eta)
+
+
+def test_unknown_implementation():
+    with pytest.raises(ValueError, match="`implementation`.*Received: implementation='fast'"):
+        FastWeightsRNN(4, implementation="fast")
+
+
+def test_dropout_only_in_training():
+    x = np.random.default_rng(1).normal(size=(4, 5, 6)).astype("float32")
+    layer = FastWeightsRNN(8, dropout=0.5, recurrent_dropout=0.5, seed=1)
+    plain = FastWeightsRNN(8)
+    plain.build(x.shape)
+    layer.build(x.shape)
+    plain.set_weights(layer.get_weights())
+    np.testing.assert_allclose(
+        numpy_out([layer(x, training=False)])[0], numpy_out([plain(x)])[0], atol=1e-6
+    )
+    dropped = numpy_out([layer(x, training=True)])[0]
+    assert np.isfinite(dropped).all()
+    assert np.abs(dropped - numpy_out([plain(x)])[0]).max() > 1e-3

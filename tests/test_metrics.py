@@ -1,0 +1,139 @@
+"""ExpectedCalibrationError: the streaming metric equals the array function."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from keras_normkit.calibration import TemperatureScaling, expected_calibration_error
+from keras_normkit.metrics import ExpectedCalibrationError
+from tests.conftest import requires_tensorflow
+
+
+def random_probabilities(seed, n, k, sharpness=3.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, k)) * sharpness
+    p = np.exp(z - z.max(1, keepdims=True))
+    return (p / p.sum(1, keepdims=True)).astype("float32"), rng.integers(0, k, size=n)
+
+
+def _hand_computed_example():
+    metric = ExpectedCalibrationError(num_bins=5)
+    metric.update_state([0, 1], np.array([[0.9, 0.1], [0.9, 0.1]]))
+    metric.update_state([0, 1], np.array([[0.6, 0.4], [0.3, 0.7]]))
+    # 2/4 * |0.5 - 0.9| + 1/4 * |1 - 0.6| + 1/4 * |1 - 0.7| (0.6 is in bin (0.4, 0.6]).
+    assert float(metric.result()) == pytest.approx(0.375, abs=1e-6)
+    metric.reset_state()
+    assert float(metric.result()) == 0.0
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    num_bins=st.integers(1, 25),
+    k=st.integers(2, 8),
+    splits=st.lists(st.integers(1, 199), max_size=4),
+)
+def test_streaming_equals_function(seed, num_bins, k, splits):
+    p, y = random_probabilities(seed, 200, k)
+    metric = ExpectedCalibrationError(num_bins=num_bins)
+    bounds = [0, *sorted(set(splits)), 200]
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        labels = y[start:stop] if seed % 2 else np.eye(k)[y[start:stop]]  # sparse or one-hot
+        metric.update_state(labels, p[start:stop])
+    expected = expected_calibration_error(p, y, num_bins)
+    assert float(metric.result()) == pytest.approx(expected, abs=1e-5)
+
+
+def _sample_weight_equals_repeated_examples():
+    p, y = random_probabilities(0, 100, 4)
+    weights = np.random.default_rng(1).integers(0, 4, size=100)
+    metric = ExpectedCalibrationError()
+    metric.update_state(y, p, sample_weight=weights.astype("float32"))
+    repeated = expected_calibration_error(np.repeat(p, weights, 0), np.repeat(y, weights))
+    assert float(metric.result()) == pytest.approx(repeated, abs=1e-5)
+
+
+def _binary_single_probability_and_column_labels():
+    rng = np.random.default_rng(0)
+    p1 = rng.random((300, 1)).astype("float32")
+    y = (rng.random((300, 1)) < p1).astype("int32")
+    metric = ExpectedCalibrationError(num_bins=10)
+    metric.update_state(y, p1)
+    expected = expected_calibration_error(p1, y, num_bins=10)
+    assert float(metric.result()) == pytest.approx(expected, abs=1e-6)
+    # k = 2 classes with a batch of 2 sparse labels is not mistaken for one-hot labels.
+    metric = ExpectedCalibrationError(num_bins=5)
+    metric.update_state(np.array([0, 1]), np.array([[0.9, 0.1], [0.9, 0.1]]))
+    assert float(metric.result()) == pytest.approx(0.4, abs=1e-6)
+
+
+def _metric_equals_function_after_evaluate_and_round_trips():
+    p_logits = np.random.default_rng(0).normal(size=(600, 6)).astype("float32") * 4
+    y = np.random.default_rng(1).integers(0, 6, size=600)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(6, "softmax")])
+    model.layers[0].set_weights([np.eye(6, dtype="float32"), np.zeros(6, "float32")])
+    model.compile(loss="sparse_categorical_crossentropy", metrics=[ExpectedCalibrationError()])
+    results = model.evaluate(p_logits, y, batch_size=64, verbose=0, return_dict=True)
+    expected = expected_calibration_error(model.predict(p_logits, verbose=0), y)
+    assert results["expected_calibration_error"] == pytest.approx(expected, abs=1e-5)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.keras")
+        model.save(path)
+        reloaded = keras.models.load_model(path)  # no custom_objects
+    results = reloaded.evaluate(p_logits, y, batch_size=64, verbose=0, return_dict=True)
+    assert results["expected_calibration_error"] == pytest.approx(expected, abs=1e-5)
+    config = ExpectedCalibrationError(num_bins=7, name="ece7").get_config()
+    assert ExpectedCalibrationError.from_config(config).get_config() == config
+
+
+def _metric_on_a_calibrated_wrapper():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(800, 4)).astype("float32") * 2
+    p = np.exp(x - x.max(1, keepdims=True))
+    y = ((p / p.sum(1, keepdims=True)).cumsum(1) > rng.random((800, 1))).argmax(1)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])
+    model.layers[0].set_weights([np.eye(4, dtype="float32") * 3, np.zeros(4, "float32")])
+    wrapper = TemperatureScaling(model).calibrate(x[:400], y[:400], verbose=0)
+    wrapper.compile(loss="sparse_categorical_crossentropy", metrics=[ExpectedCalibrationError()])
+    ece = wrapper.evaluate(x[400:], y[400:], verbose=0, return_dict=True)
+    expected = expected_calibration_error(wrapper.predict(x[400:], verbose=0), y[400:])
+    assert ece["expected_calibration_error"] == pytest.approx(expected, abs=1e-5)
+
+
+@requires_tensorflow
+def test_under_tf_distribute():
+    import tensorflow as tf
+
+    p, y = random_probabilities(3, 256, 5)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        metric = ExpectedCalibrationError()
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Identity()])
+        model.compile(loss="sparse_categorical_crossentropy", metrics=[metric])
+    results = model.evaluate(p, y, batch_size=32, verbose=0, return_dict=True)
+    expected = expected_calibration_error(p, y)
+    assert results["expected_calibration_error"] == pytest.approx(expected, abs=1e-5)
+
+
+def _bad_num_bins():
+    for num_bins in (0, -1, 2.5, True, "15"):
+        with pytest.raises(ValueError, match="num_bins"):
+            ExpectedCalibrationError(num_bins=num_bins)
+
+
+def test_hand_computed_binary_weights_and_bad_input():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _hand_computed_example()
+    _sample_weight_equals_repeated_examples()
+    _binary_single_probability_and_column_labels()
+    _bad_num_bins()
+
+
+def test_metric_in_compiled_models():
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _metric_equals_function_after_evaluate_and_round_trips()
+    _metric_on_a_calibrated_wrapper()
