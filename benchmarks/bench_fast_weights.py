@@ -15,10 +15,9 @@ Sections (one run prints markdown tables):
 * `memory`: peak resident memory of a training step (each in a fresh subprocess) at
   T = 400, units = 256, B = 32.
 
-The models of one configuration are timed in interleaved rounds (one step each per round).
-Times in ms are the minimum over rounds; ratios are the median over rounds of the per-round
-ratio, so that load from other processes on this shared machine hits both sides alike (it
-still adds a lot of noise).
+The models of one configuration are timed in interleaved rounds (one step each per round),
+so that load from other processes on this shared machine hits all of them; times are the
+minimum over rounds and ratios are ratios of those minima (the noise is still large).
 """
 
 import argparse
@@ -76,8 +75,10 @@ def best(times):
 
 
 def ratio(numerator, denominator):
-    """Median over rounds of the per-round time ratio (robust to load changing over time)."""
-    return float(np.median(numerator / denominator))
+    """Ratio of the minimum times. (A median of per-round ratios was tried and rejected: a
+    step right after a memory-hungry fast-weights step is often slowed several-fold, which
+    biases the per-round ratios towards 1 when the two models differ a lot.)"""
+    return float(np.min(numerator) / np.min(denominator))
 
 
 SPEED_CONFIGS = [(50, 128), (200, 64), (200, 256)]

@@ -7,12 +7,12 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_normkit import regularizers
 from keras_normkit.regularizers import L1, L1L2, L2, ParsevalRegularizer
+from tests.conftest import requires_tensorflow
 
 
 def numpy_parseval_penalty(w, factor, conv_scaling=True):
@@ -62,7 +62,10 @@ def test_wide_penalty_is_full_gram_penalty_minus_constant():
     np.testing.assert_allclose(ours, full - 2.0 / 2 * (9 - 5), rtol=1e-4)
 
 
+@requires_tensorflow
 def test_gradient_is_two_w_times_gram_residual():
+    import tensorflow as tf
+
     w = tf.Variable(np.random.default_rng(2).normal(size=(10, 4)).astype("float32"))
     with tf.GradientTape() as tape:
         penalty = ParsevalRegularizer(factor=0.5)(w)

@@ -3,8 +3,17 @@
 Input module (as in the paper and MemN2N): a shared word embedding and a position
 encoding per sentence, `x_t = sum_j l_j * A w_tj` with
 `l_kj = (1 - j/J) - (k/d)(1 - 2j/J)`; the question is encoded the same way into `q`.
-Empty (padding) sentences are masked. Reduction: two bidirectional `QRN` layers with reset
-gates ("2rb"), the second returning the state at the last sentence; answer = softmax(W_y h).
+Empty (padding) sentences are masked. Reduction ("2rb", as in the reference implementation
+seominjoon/qrn): a bidirectional `QRN` layer with reset gates whose output
+`q2_t = h_fwd_t + h_bwd_t` is the query of a last, forward `QRN` layer (its reset gate is
+unused in the reference code) returning the state at the last sentence;
+answer = softmax(W_y h) without bias.
+
+Initialization and regularization also follow the reference code, and they matter on task 2
+(two supporting facts) with 1k examples: embeddings and gate kernels uniform in
+[-sqrt(3), sqrt(3)] (unit variance; Keras's default +-0.05 embeddings make `x * q` tiny and
+every gate equal at the start), update-gate bias -2.5, L2 weight decay 0.001 on every weight
+matrix and Adagrad (lr 0.5); see README.md.
 """
 
 import keras
@@ -41,10 +50,30 @@ class PositionEncoder(keras.layers.Layer):
         return input_shape[:-2] + input_shape[-1:]
 
 
-def _inputs(max_sentences, sentence_length, vocab_size, dim):
+INIT_SCALE = 3**0.5  # uniform [-sqrt(3), sqrt(3)]: unit variance, as in the reference code
+
+
+def _l2(weight_decay):
+    # The reference adds weight_decay * sum(w**2) / 2 to the loss.
+    return keras.regularizers.L2(weight_decay / 2) if weight_decay else None
+
+
+def _inputs(max_sentences, sentence_length, vocab_size, dim, init_scale=None, weight_decay=0.0):
     story = keras.Input((max_sentences, sentence_length), dtype="int32", name="story")
     question = keras.Input((sentence_length,), dtype="int32", name="question")
-    embed = keras.layers.Embedding(vocab_size + 1, dim, mask_zero=True, name="embedding")
+    init = (
+        "uniform"
+        if init_scale is None
+        else keras.initializers.RandomUniform(-init_scale, init_scale)
+    )
+    embed = keras.layers.Embedding(
+        vocab_size + 1,
+        dim,
+        mask_zero=True,
+        embeddings_initializer=init,
+        embeddings_regularizer=_l2(weight_decay),
+        name="embedding",
+    )
     encode = PositionEncoder(name="position_encoding")
     return story, question, encode(embed(story)), encode(embed(question))
 
@@ -56,15 +85,22 @@ def build_qrn(
     dim=50,
     layers=2,
     vector_gates=False,
-    last_bidirectional=True,
+    last_bidirectional=False,
     update_gate_bias=-2.5,
+    init_scale=INIT_SCALE,
+    weight_decay=0.001,
 ):
-    """The "2rb" QRN: `layers` bidirectional QRN layers with reset gates.
+    """The "2rb" QRN: `layers - 1` bidirectional QRN layers with reset gates, then a last one.
 
-    `update_gate_bias` initializes `b_z` (negative: gates start mostly closed, as the
-    reference implementation's "forget bias" does).
+    The last layer is forward-only without reset gate, as in the reference code, unless
+    `last_bidirectional` (then it is bidirectional with a reset gate, like the others).
+    `update_gate_bias` initializes `b_z` (negative: gates start mostly closed, the
+    reference's "forget bias" 2.5); `init_scale` bounds the uniform initialization of the
+    embeddings and gate kernels; `weight_decay` is the L2 coefficient of all weight matrices.
     """
-    story, question, x, q = _inputs(max_sentences, sentence_length, vocab_size, dim)
+    story, question, x, q = _inputs(
+        max_sentences, sentence_length, vocab_size, dim, init_scale, weight_decay
+    )
     h = q
     qrn_layers = []
     for i in range(layers):
@@ -72,20 +108,31 @@ def build_qrn(
         qrn_layers.append(
             QRN(
                 dim,
+                use_reset_gate=last_bidirectional or not last,
                 bidirectional=last_bidirectional or not last,
                 vector_gates=vector_gates,
                 return_sequences=not last,
+                kernel_regularizer=_l2(weight_decay),
                 name=f"qrn_{i + 1}",
             )
         )
         h = qrn_layers[-1]([x, h])
-    answer = keras.layers.Dense(vocab_size + 1, activation="softmax", name="answer")(h)
+    answer = keras.layers.Dense(
+        vocab_size + 1,
+        activation="softmax",
+        use_bias=False,
+        kernel_regularizer=_l2(weight_decay),
+        name="answer",
+    )(h)
     model = keras.Model([story, question], answer, name="qrn_babi")
     for layer in qrn_layers:
-        size = layer.cell.gate_size
-        bias = ops.convert_to_numpy(layer.cell.gate_bias)
-        bias[:size] = update_gate_bias
-        layer.cell.gate_bias.assign(bias)
+        cell = layer.cell
+        if init_scale is not None:
+            init = keras.initializers.RandomUniform(-init_scale, init_scale)
+            cell.gate_kernel.assign(init(cell.gate_kernel.shape))
+        bias = ops.convert_to_numpy(cell.gate_bias)
+        bias[: cell.gate_size] = update_gate_bias
+        cell.gate_bias.assign(bias)
     return model
 
 
@@ -99,9 +146,16 @@ def build_lstm(max_sentences, sentence_length, vocab_size, dim=50):
     return keras.Model([story, question], answer, name="lstm_babi")
 
 
-def compile_model(model, learning_rate=0.003):
+def compile_model(model, optimizer="adagrad", learning_rate=None):
+    """Adagrad (lr 0.5, the paper's) or Adam (lr 0.003), sparse cross-entropy, accuracy."""
+    if optimizer == "adagrad":
+        optimizer = keras.optimizers.Adagrad(learning_rate or 0.5)
+    elif optimizer == "adam":
+        optimizer = keras.optimizers.Adam(learning_rate or 0.003)
+    else:
+        raise ValueError(f'`optimizer` must be "adagrad" or "adam". Received: {optimizer!r}')
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
+        optimizer=optimizer,
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
     )

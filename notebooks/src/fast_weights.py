@@ -76,8 +76,8 @@ for name, run in curves.items():
 # %% [markdown]
 # ## 3. A small fast-weights model trained here
 # The reduced task (K = 2 pairs of 8 keys and 4 values, length 7) is the one the slow
-# test `tests/examples/test_associative_retrieval.py` uses. We train for 2500 updates (about
-# 40 s, without XLA: compiling would cost more than it saves here).
+# test `tests/examples/test_associative_retrieval.py` uses. We train for 4000 updates (about
+# 30-60 s, without XLA: compiling would cost more than it saves here).
 
 # %%
 sizes = {"pairs": 2, "num_keys": 8, "num_values": 4}
@@ -88,7 +88,7 @@ model = ar.build_model("fw", 32, vocab=13, num_classes=4, embed=32, seed=0)
 curve = ar.train(
     model,
     (train, val),
-    updates=2500,
+    updates=4000,
     batch_size=64,
     learning_rate=3e-3,
     eval_every=500,

@@ -1,6 +1,12 @@
 """`FastWeightsRNNCell` / `FastWeightsRNN`: NumPy reference, conformance, states, bad input."""
 
+import importlib.util
 import inspect
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
 
 import keras
 import numpy as np
@@ -520,6 +526,16 @@ def test_out_of_range_hyperparameters_property(decay, inner_steps, eta):
         FastWeightsRNN(4, fast_learning_rate=eta)
 
 
+def test_numpy_scalars_are_accepted():
+    layer = FastWeightsRNN(
+        np.int64(4), inner_steps=np.int32(2), decay=np.float32(0.5), seed=np.int32(1)
+    )
+    config = layer.get_config()
+    assert (config["units"], config["inner_steps"], config["seed"]) == (4, 2, 1)
+    assert all(type(config[k]) is int for k in ("units", "inner_steps", "seed"))
+    assert config["decay"] == pytest.approx(0.5)
+
+
 def test_unknown_implementation():
     with pytest.raises(ValueError, match="`implementation`.*Received: implementation='fast'"):
         FastWeightsRNN(4, implementation="fast")
@@ -538,3 +554,41 @@ def test_dropout_only_in_training():
     dropped = numpy_out([layer(x, training=True)])[0]
     assert np.isfinite(dropped).all()
     assert np.abs(dropped - numpy_out([plain(x)])[0]).max() > 1e-3
+
+
+JAX_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    from tests.layers.test_fast_weights import numpy_fast_weights, random_weights, set_weights
+    from keras_normkit.layers import FastWeightsRNN
+    import keras
+    assert keras.backend.backend() == "jax"
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 6, 4)).astype("float32")
+    mask = rng.random((3, 6)) > 0.3
+    mask[:, 0] = True
+    weights = random_weights(rng, 4, 5)
+    ref = numpy_fast_weights(x, weights, 5, inner_steps=2, decay=0.9, eta=0.5,
+                             use_layer_norm=True, mask=mask, go_backwards=True)
+    for impl in ("matrix", "memory"):
+        layer = FastWeightsRNN(5, inner_steps=2, decay=0.9, return_sequences=True,
+                               return_state=True, go_backwards=True, implementation=impl)
+        layer.build(x.shape)
+        set_weights(layer, weights)
+        out, h, a = (np.asarray(t) for t in layer(x, mask=mask))
+        np.testing.assert_allclose(out, ref[0], atol=1e-4)
+        np.testing.assert_allclose(a.reshape(ref[2].shape), ref[2], atol=1e-4)
+    print("ok")
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_jax_backend_matches_numpy():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run(
+        [sys.executable, "-c", JAX_SCRIPT], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
