@@ -137,11 +137,15 @@ def build_qrn(
 
 
 def build_lstm(max_sentences, sentence_length, vocab_size, dim=50):
-    """Baseline: an LSTM reads the sentence vectors, each concatenated with the question."""
+    """Baseline: an LSTM reads the sentence vectors, each concatenated with the question.
+
+    The padding sentences are masked (the LSTM stops at each story's last sentence).
+    """
     story, question, x, q = _inputs(max_sentences, sentence_length, vocab_size, dim)
-    repeated = keras.layers.RepeatVector(max_sentences)(q)
-    xq = keras.layers.Concatenate()([x, repeated])
-    h = keras.layers.LSTM(dim, name="lstm")(xq)
+    sentence_mask = ops.any(ops.not_equal(story, 0), axis=-1)
+    repeated = ops.repeat(ops.expand_dims(q, 1), max_sentences, axis=1)
+    xq = ops.concatenate([x, repeated], axis=-1)
+    h = keras.layers.LSTM(dim, name="lstm")(xq, mask=sentence_mask)
     answer = keras.layers.Dense(vocab_size + 1, activation="softmax", name="answer")(h)
     return keras.Model([story, question], answer, name="lstm_babi")
 

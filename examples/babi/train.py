@@ -8,7 +8,7 @@ being selected. The reported accuracy is that selected model's test accuracy. Te
 per epoch is also recorded, only to draw learning curves. Both models get the same input
 module (with Keras's default initialization for the LSTM), hidden size, batch size, epochs,
 validation split and restarts; the QRN uses the paper's Adagrad (lr 0.5), the LSTM Adam
-(lr 0.003), with which it trains better (`--lstm-optimizer`).
+(lr 0.003), better for it than Adagrad 0.5 (`--lstm-optimizer`, see README.md).
 
     python examples/babi/train.py --task 1 2 --save notebooks/data/qrn_babi_curves.json
 """

@@ -10,8 +10,8 @@
 # * candidate `h̃_t = tanh(W_h [x_t; q_t] + b_h)`, state `h_t = z_t r_t h̃_t + (1 − z_t) h_{t−1}`.
 #
 # The state is linear in `h_{t−1}`, so the layer computes all steps at once with a blocked
-# parallel scan (exact, stable at any length, no T×T matrix). Two bidirectional layers
-# (`q² = h¹_fwd + h¹_bwd`) give the paper's "2rb" model.
+# parallel scan (exact, stable at any length, no T×T matrix). A bidirectional layer whose
+# output `q² = h¹_fwd + h¹_bwd` is the query of a second layer gives the paper's "2rb" model.
 #
 # This notebook (1) checks the parallel scan against the step loop, (2) plots learning
 # curves of QRN and an LSTM on generated bAbI-style tasks 1 and 2 **precomputed** by
@@ -60,40 +60,70 @@ print(f"max |parallel - sequential| over 2000 steps: {difference:.2e}")
 # The stories come from `examples/babi/generate.py` (a seeded world of 6 people, 6 places,
 # 3 objects; 1,000 training and 1,000 test questions per task). Task 1 asks where a person
 # is (one supporting fact), task 2 where an object is (two: who got or dropped it, and
-# where that person went). Both models share the input module (embedding + position
-# encoding, d = 50), Adam (lr 0.003), batch 32 and the number of epochs; the LSTM reads
-# the sentence vectors concatenated with the question. Commands:
+# where that person was). Protocol: the last 100 training questions are a validation split;
+# each model trains 60 epochs on the other 900 (batch 32, d = 50) keeping the epoch of lowest
+# validation loss, 3 restarts (seeds 0, 1, 2), the run of lowest validation loss is selected
+# and its test accuracy reported. The test accuracy per epoch below is only drawn, never
+# used to choose anything. The QRN follows the reference code (seominjoon/qrn): embeddings
+# and gate kernels uniform in ±√3, update-gate bias −2.5, L2 weight decay 0.001, Adagrad
+# (lr 0.5), last layer forward-only; the LSTM (same input module, masked) uses Adam (lr 0.003).
 #
 # ```
-# python examples/babi/train.py --task 1 --epochs 40 --save notebooks/data/qrn_babi_curves.json
-# python examples/babi/train.py --task 2 --epochs 120 --save notebooks/data/qrn_babi_curves.json
-# python examples/babi/train.py --task 2 --model qrn --n-train 5000 --epochs 15 \
+# python examples/babi/train.py --task 1 2 --save notebooks/data/qrn_babi_curves.json
+# # ablations of the QRN on task 2 (same protocol):
+# python examples/babi/train.py --task 2 --model qrn --keras-init --tag _keras_init \
+#     --save notebooks/data/qrn_babi_curves.json
+# python examples/babi/train.py --task 2 --model qrn --qrn-optimizer adam --tag _adam \
 #     --save notebooks/data/qrn_babi_curves.json
 # ```
-#
-# Task 1 is solved (100 %). Task 2 with 1,000 training questions is **not** solved by
-# either model (about 30 %, far below the 90 % target): the QRN's training accuracy also
-# stalls, so with so few examples the optimizer does not find the two-hop reduction.
-# With 5,000 training questions the same QRN reaches 100 % within 15 epochs.
 
 # %%
 curves = json.loads(pathlib.Path("data/qrn_babi_curves.json").read_text())
+LABELS = {
+    "qrn": "QRN",
+    "lstm": "LSTM",
+    "qrn_keras_init": "QRN, Keras default init",
+    "qrn_adam": "QRN, Adam",
+}
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for ax, task in zip(axes, (1, 2), strict=True):
-    runs = [("qrn", "-"), ("lstm", "--")] + ([("qrn_5000", ":")] if task == 2 else [])
-    for kind, style in runs:
-        run = curves[f"task{task}_{kind}"]
-        label = f"{kind.split('_')[0].upper()}, {run['n_train']} train ({100 * run['test_accuracy']:.1f} %)"
-        ax.plot(np.arange(1, len(run["curve"]) + 1), run["curve"], style, label=label)
-    ax.set(title=f"task {task}", xlabel="epoch", ylabel="test accuracy", ylim=(0, 1.02))
+    names = ["qrn", "lstm"] + (["qrn_keras_init", "qrn_adam"] if task == 2 else [])
+    for name, color in zip(names, ["C0", "C1", "C2", "C3"][: len(names)], strict=True):
+        run = curves.get(f"task{task}_{name}")
+        if run is None:
+            continue
+        epochs = np.arange(1, len(run["curve"]) + 1)
+        label = f"{LABELS[name]} ({100 * run['test_accuracy']:.1f} %)"
+        ax.plot(epochs, run["curve"], "-", color=color, label=label)
+        ax.plot(epochs, run["train_curve"], ":", color=color, alpha=0.7)
+    ax.set(
+        title=f"task {task} (solid: test, dotted: train)",
+        xlabel="epoch",
+        ylabel="accuracy",
+        ylim=(0, 1.02),
+    )
     ax.grid(alpha=0.3)
-    ax.legend(loc="center right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)
 plt.tight_layout()
 plt.show()
+for name, run in curves.items():
+    tests = ", ".join(f"{100 * r['test_accuracy']:.1f}" for r in run["runs"])
+    print(f"{name:20s} selected {100 * run['test_accuracy']:5.1f} %  (all runs: {tests})")
+
+# %% [markdown]
+# Both targets are met: task 1 100 % (≥ 99 %) and task 2 100 % (≥ 90 %) for the QRN,
+# against 65 % and 33 % for the LSTM, which overfits (its training accuracy on task 2
+# reaches 99.7 %). On task 2 one of the three QRN runs (seed 1) stays at 33 % and is
+# rejected by its validation loss; seeds 3–7 (`task2_qrn_seeds3to7`) all reach ≥ 99.8 %.
+# The ablations show what the earlier version (30.8 % on task 2) lacked: with Keras's
+# default initialization (±0.05 embeddings, so `x ∘ q` is tiny and all gates start equal)
+# the QRN stalls near 32 % with training accuracy ≤ 46 %; with Adam instead of Adagrad it
+# fits the training set without generalizing (≤ 27 % test).
 
 # %% [markdown]
 # ## 3. A QRN trained here, and its update gates
-# The same model (d = 50), trained for 16 epochs on task 1. `QRN.update_gate([x, q], mask)`
+# The same model (d = 50), trained for 16 epochs on task 1 (one run, on the 900 training
+# questions, best epoch by validation loss). `QRN.update_gate([x, q], mask)`
 # returns `z_t` for every sentence; we read the inputs of each QRN layer from the model.
 
 # %%
@@ -132,8 +162,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# What the trained model does: the second layer's update gate opens (z ≈ 1) on every
-# sentence about the asked person and stays near 0 on the sentences about other people, so
-# the state at the end holds the last of them: the supporting fact (in red). The first
-# layer's gate is open on every sentence (z ≈ 1): it passes each sentence, combined with the
-# question, on to the second layer, which does the selection.
+# What the trained model does: in both layers the update gate opens on the sentences about
+# the asked person (z ≈ 1 in the second layer, 0.6–0.9 in the first) and stays near 0 on the
+# sentences about other people, so the state of the last (forward) layer at the end holds
+# the last of them: the supporting fact (in red).

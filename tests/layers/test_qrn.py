@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from keras_normkit.layers import QRN, QRNCell
 from keras_normkit.layers.qrn import MAX_DYNAMIC_STEPS, linear_scan
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_tensorflow
 
 # ---------------------------------------------------------------------------------------------
 # NumPy reference, written from the equations of Seo et al. (2017), float64, step by step.
@@ -197,6 +198,7 @@ def numpy_gradients(x, q, weights, units, upstream, mask, config, eps=1e-6):
     return grads
 
 
+@requires_tensorflow  # tf.GradientTape
 @pytest.mark.parametrize("implementation", ["parallel", "sequential"])
 def test_gradients_match_numpy_reference(implementation):
     rng = np.random.default_rng(3)
@@ -234,6 +236,7 @@ def numpy_scan(a, b):
     return out
 
 
+@requires_tensorflow  # tf.function with an unknown time axis
 def test_linear_scan_matches_loop():
     """Static and unknown T, across block boundaries and recursion levels (32, 32 * 32)."""
     spec = [tf.TensorSpec((None, None, 1)), tf.TensorSpec((None, None, 3))]
@@ -296,6 +299,7 @@ def test_stability_t5000():
     np.testing.assert_allclose(out, expected, atol=1e-5, rtol=0)
 
 
+@requires_tensorflow  # tf.GradientTape
 def test_stability_t5000_gradients_finite():
     rng = np.random.default_rng(7)
     dim, units = 2, 2

@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from keras_normkit.layers import ScaleNormalization
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_tensorflow
 
 
 def np_scale_norm(x, g, axis=-1, eps=1e-5):
@@ -78,6 +79,7 @@ def test_properties(x, a):
     np.testing.assert_allclose(y_scaled[keep], y[keep], rtol=1e-4, atol=1e-5)
 
 
+@requires_tensorflow  # tf.GradientTape
 def test_zero_input_and_gradient_are_finite():
     layer = ScaleNormalization()
     x = keras.ops.zeros((2, 4))
