@@ -129,7 +129,7 @@ def convert_to_tflite(model, path, optimizations=None):
 
 def _describe_conversion_failure(model, message):
     """Name the unconvertible ops and the layers they come from, from the converter's log."""
-    ops = sorted(set(re.findall(r"'tf\.([A-Za-z0-9]+)' op is neither", message)))
+    ops = sorted(set(re.findall(r"'tf\.([A-Za-z0-9]+)' op (?:is neither|requires)", message)))
     ops = ops or sorted(set(re.findall(r"\btf\.([A-Z][A-Za-z0-9]+)\(", message)))
     layer_names = {layer.name for layer in model._flatten_layers(include_self=False)}
     layers = set()
@@ -144,7 +144,14 @@ def _describe_conversion_failure(model, message):
     op_text = ", ".join(ops) if ops else "an op"
     layer_text = ", ".join(sorted(layers)) if layers else "unknown (see the converter log)"
     first_line = message.strip().splitlines()[0] if message.strip() else ""
+    hint = ""
+    if any(op.startswith("TensorList") for op in ops):
+        hint = (
+            " TensorList ops come from a recurrent loop over a dynamic batch: TFLite's "
+            "built-in ops cannot express it (Keras's own LSTM fails the same way); convert "
+            "with SELECT_TF_OPS or use QRN's parallel implementation."
+        )
     return (
         f"TFLite cannot convert model {model.name!r}: op {op_text} (from layer {layer_text}) "
-        f"has no TFLite built-in kernel. Converter said: {first_line[:300]}"
+        f"has no TFLite built-in kernel.{hint} Converter said: {first_line[:300]}"
     )

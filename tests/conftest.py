@@ -33,5 +33,8 @@ def _float32_policy():
 
 requires_tensorflow = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
-    reason="TensorFlow-only feature (SavedModel export / tf.data)",
+    reason=(
+        "TensorFlow-only test (tf.GradientTape, tf.function, SavedModel/TFLite export, "
+        "tf.data or tf.distribute)"
+    ),
 )

@@ -47,7 +47,8 @@ def test_snn_with_other_fixed_point():
     # exactly (LeCun-normal weights only have omega = 0 on average over units).
     fixed_point = (0.2, 1.5)
     means, variances = layer_statistics(
-        [lambda i: SELU(fixed_point=fixed_point)], initializer="normalized",
+        [lambda i: SELU(fixed_point=fixed_point)],
+        initializer="normalized",
         input_moments=fixed_point,
     )
     assert np.all(np.abs(means - 0.2) < 0.05), means

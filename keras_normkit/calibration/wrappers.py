@@ -224,7 +224,15 @@ class _CalibratedClassifier(keras.Model):
         """
 
         def predict_batch(x_batch):
-            return self._numpy_logits(self.classifier.predict_on_batch(x_batch))
+            if self.classifier.distribute_strategy.num_replicas_in_sync > 1:
+                # predict_on_batch under a multi-replica strategy returns every replica's
+                # copy of the batch (Keras 3.15); predict splits and gathers it correctly.
+                logits = self.classifier.predict(
+                    x_batch, batch_size=len(keras.tree.flatten(x_batch)[0]), verbose=0
+                )
+            else:
+                logits = self.classifier.predict_on_batch(x_batch)
+            return self._numpy_logits(logits)
 
         with collect.collect_logits(
             predict_batch, x, y, batch_size, verbose, max_memory_bytes

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_tensorflow
 
 IMPLEMENTATIONS = ("matrix", "memory")
 
@@ -201,6 +202,7 @@ def _layer_pair(units, **kwargs):
     return layers
 
 
+@requires_tensorflow  # tf.GradientTape
 @pytest.mark.parametrize("with_initial_state", [False, True])
 def test_implementations_agree_on_outputs_and_gradients(with_initial_state):
     rng = np.random.default_rng(5)
@@ -402,7 +404,8 @@ def test_mixed_precision_close_to_float32(policy):
         assert keras.backend.standardize_dtype(y.dtype) == policy.split("_")[1]
         y = numpy_out([y])[0].astype("float32")
         assert np.isfinite(y).all()
-        atol = 0.1 if policy.endswith("bfloat16") else 0.02
+        # bfloat16 keeps 8 mantissa bits: matmul rounding alone reaches ~0.1 here.
+        atol = 0.15 if policy.endswith("bfloat16") else 0.02
         np.testing.assert_allclose(y, expected, atol=atol)
 
 
