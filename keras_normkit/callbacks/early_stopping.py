@@ -1,9 +1,12 @@
 """`EarlyStopping` with Prechelt's criteria (GL, PQ, UP) besides Keras's patience rule."""
 
+import json
 import math
 import numbers
+import os
 
 import keras
+import numpy as np
 
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 
@@ -67,10 +70,11 @@ class EarlyStopping(keras.callbacks.Callback):
     weights of the best epoch are restored if `restore_best_weights`. `best_epoch`,
     `stopped_epoch` (0-based, `None` if training was not stopped) and `stop_reason` are
     recorded; `trace` lists the criterion's values per epoch. If `fit` is interrupted and
-    resumed with `keras.callbacks.BackupAndRestore` passing the same callback instance, the
-    state of the epoch before the resumed one (best value and weights, counters, strip) is
-    used, so the run stops where an uninterrupted one would (the state is kept in memory,
-    not on disk).
+    resumed with `keras.callbacks.BackupAndRestore`, the state of the epoch before the
+    resumed one (best value and weights, counters, strip) is used, so the run stops where an
+    uninterrupted one would: from memory when the same callback instance is passed again,
+    and from `backup_dir` (written after every epoch, deleted when training ends) when a
+    new process resumes with a new instance.
 
     Args:
         monitor: Quantity to be monitored, e.g. `"val_loss"`.
@@ -85,6 +89,9 @@ class EarlyStopping(keras.callbacks.Callback):
         restore_best_weights: Restore the best epoch's weights when training ends.
         start_from_epoch: Integer >= 0, epochs to ignore at the start.
         verbose: 0 or 1 (messages when stopping and restoring).
+        backup_dir: Optional directory (e.g. the `BackupAndRestore` directory) where the
+            state is saved after every epoch, so that it survives the process; deleted
+            when `fit` ends normally.
 
     Example:
 
@@ -115,8 +122,14 @@ class EarlyStopping(keras.callbacks.Callback):
         restore_best_weights=True,
         start_from_epoch=0,
         verbose=0,
+        backup_dir=None,
     ):
         super().__init__()
+        if backup_dir is not None and not isinstance(backup_dir, (str, os.PathLike)):
+            raise TypeError(
+                f"`backup_dir` must be a path or None. Received: backup_dir={backup_dir!r}"
+            )
+        self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
         if criterion not in CRITERIA:
@@ -212,6 +225,59 @@ class EarlyStopping(keras.callbacks.Callback):
         state["trace"] = list(self.trace)
         self._snapshots = {e: s for e, s in self._snapshots.items() if e >= epoch - 1}
         self._snapshots[epoch] = state
+        if self.backup_dir is not None:
+            self._write_snapshots()
+
+    # The on-disk copy of the last two snapshots: JSON for the scalars and lists, one .npz
+    # of best weights per snapshot; written to temporary names, then renamed (atomic).
+
+    def _state_path(self, suffix):
+        return os.path.join(self.backup_dir, f"keras_normkit_early_stopping{suffix}")
+
+    def _write_snapshots(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        document = {"sign": self._sign, "snapshots": {}}
+        for epoch, state in self._snapshots.items():
+            state = dict(state)
+            weights = state.pop("best_weights")
+            if weights is not None:
+                path = self._state_path(f"_weights_{epoch}.npz")
+                with open(path + ".tmp", "wb") as f:
+                    np.savez(f, *weights)
+                os.replace(path + ".tmp", path)
+            state["has_best_weights"] = weights is not None
+            document["snapshots"][str(epoch)] = state
+        path = self._state_path(".json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(document, f, default=float)
+        os.replace(path + ".tmp", path)
+        keep = {f"keras_normkit_early_stopping_weights_{e}.npz" for e in self._snapshots}
+        for name in os.listdir(self.backup_dir):
+            if name.startswith("keras_normkit_early_stopping_weights_") and name not in keep:
+                os.remove(os.path.join(self.backup_dir, name))
+
+    def _read_snapshots(self):
+        path = self._state_path(".json")
+        if self.backup_dir is None or not os.path.exists(path):
+            return {}
+        with open(path) as f:
+            document = json.load(f)
+        self._sign = document["sign"]
+        snapshots = {}
+        for epoch, state in document["snapshots"].items():
+            weights = None
+            if state.pop("has_best_weights"):
+                with np.load(self._state_path(f"_weights_{epoch}.npz")) as arrays:
+                    weights = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+            snapshots[int(epoch)] = {**state, "best_weights": weights}
+        return snapshots
+
+    def _delete_backup(self):
+        if self.backup_dir is None or not os.path.isdir(self.backup_dir):
+            return
+        for name in os.listdir(self.backup_dir):
+            if name.startswith("keras_normkit_early_stopping"):
+                os.remove(os.path.join(self.backup_dir, name))
 
     def _restore_snapshot(self, state):
         for name, value in state.items():
@@ -224,6 +290,9 @@ class EarlyStopping(keras.callbacks.Callback):
         if not getattr(self, "_starting", False):
             return
         self._starting = False
+        if self._completed and epoch > 0:
+            # A new instance (or process) resuming: the state saved by a previous one.
+            self._snapshots, self._completed = self._read_snapshots(), False
         previous = None if self._completed else self._snapshots.get(epoch - 1)
         if epoch > 0 and previous is not None:
             self._restore_snapshot(previous)  # resumed after an interruption
@@ -327,6 +396,7 @@ class EarlyStopping(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._completed = True
+        self._delete_backup()
         if self.stopped_epoch is not None and self.verbose:
             print(f"Epoch {self.stopped_epoch + 1}: early stopping ({self.stop_reason})")
         if self.restore_best_weights and self.best_weights is not None:
@@ -347,6 +417,7 @@ class EarlyStopping(keras.callbacks.Callback):
             "restore_best_weights": self.restore_best_weights,
             "start_from_epoch": self.start_from_epoch,
             "verbose": self.verbose,
+            "backup_dir": self.backup_dir,
         }
 
     @classmethod

@@ -1,6 +1,8 @@
+
 """EarlyStopping: Prechelt's criteria on scripted loss sequences, a real fit, and resumption."""
 
 import inspect
+import os
 import warnings
 
 import keras
@@ -444,6 +446,78 @@ def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
     assert (split.stopped_epoch, split.best_epoch) == (whole.stopped_epoch, whole.best_epoch)
     for got, want in zip(model.get_weights(), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_resume_in_a_new_process_from_backup_dir(tmp_path):
+    """A new model and new callback instances (as after a crash) resume from the disk state."""
+    (x, y), val = digits()
+    fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
+    kwargs = dict(criterion="generalization_loss", alpha=5.0)
+
+    model = overfitting_model()
+    initial = model.get_weights()
+    whole = EarlyStopping(**kwargs)
+    model.fit(x, y, callbacks=[whole], **fit)
+    expected = model.get_weights()
+
+    backup_dir = str(tmp_path / "backup")
+    model = overfitting_model()
+    model.set_weights(initial)
+    first = EarlyStopping(**kwargs, backup_dir=backup_dir)
+    with pytest.raises(RuntimeError, match="Interrupting"):
+        model.fit(
+            x,
+            y,
+            callbacks=[
+                keras.callbacks.BackupAndRestore(backup_dir),
+                first,
+                Interrupt(whole.stopped_epoch - 2),
+            ],
+            **fit,
+        )
+    assert any(n.startswith("keras_normkit_early_stopping") for n in os.listdir(backup_dir))
+
+    resumed_model = overfitting_model()  # a fresh process would rebuild everything
+    second = EarlyStopping(**kwargs, backup_dir=backup_dir)
+    history = resumed_model.fit(
+        x, y, callbacks=[keras.callbacks.BackupAndRestore(backup_dir), second], **fit
+    )
+    assert len(history.history["loss"]) == 3  # resumed two epochs before the stop
+    assert (second.stopped_epoch, second.best_epoch) == (whole.stopped_epoch, whole.best_epoch)
+    assert second.trace == whole.trace
+    for got, want in zip(resumed_model.get_weights(), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert not os.path.exists(backup_dir) or not any(
+        n.startswith("keras_normkit_early_stopping") for n in os.listdir(backup_dir)
+    )
+
+
+def test_backup_dir_round_trips_state_and_is_validated(tmp_path):
+    """The on-disk snapshots reproduce the in-memory ones exactly; bad paths are rejected."""
+    callback = EarlyStopping(criterion="up", alpha=2, strip_length=2, backup_dir=tmp_path)
+    assert callback.get_config()["backup_dir"] == str(tmp_path)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    callback.set_model(model)
+    callback.on_train_begin()
+    for epoch, loss in enumerate([1.0, 0.8, 0.9, 0.95, 0.7]):
+        callback.on_epoch_begin(epoch)
+        callback.on_epoch_end(epoch, {"val_loss": loss, "loss": loss})
+    fresh = EarlyStopping(criterion="up", alpha=2, strip_length=2, backup_dir=tmp_path)
+    restored = fresh._read_snapshots()
+    assert sorted(restored) == sorted(callback._snapshots) == [3, 4]
+    for epoch, state in callback._snapshots.items():
+        weights = state["best_weights"]
+        got = restored[epoch]
+        assert {k: v for k, v in got.items() if k != "best_weights"} == {
+            k: v for k, v in state.items() if k != "best_weights"
+        }
+        for a, b in zip(got["best_weights"], weights, strict=True):
+            np.testing.assert_array_equal(a, b)
+    callback.on_train_end()
+    assert not any(n.startswith("keras_normkit_early_stopping") for n in os.listdir(tmp_path))
+    with pytest.raises(TypeError, match="backup_dir"):
+        EarlyStopping(backup_dir=3)
 
 
 def test_generalization_loss_criterion():
