@@ -79,18 +79,25 @@ class _TemperatureObjective:
         cache = not isinstance(logits, np.memmap)
         cache = cache and self.n * width * np.dtype(self.dtype).itemsize <= CACHE_BYTES
         self.cache = [] if cache else None
-        self.label_offsets = np.empty(self.n)
+        # d_y per row: kept (n float64) only with the in-memory cache; for a memmap it is
+        # gathered again per chunk, so memory stays bounded whatever n.
+        self.label_offsets = np.empty(self.n) if cache else None
         # L'(0) = mean(mean_j d_j - d_y) and L'(inf) = mean(-d_y) (max_j d_j = 0).
-        slope_at_zero = 0.0
+        slope_at_zero = sum_label_offsets = 0.0
         for rows in self.slices:
             d = self._shifted(rows)
-            d_y = d[np.arange(len(d)), labels[rows]].astype(np.float64)
-            self.label_offsets[rows] = d_y
+            d_y = self._label_offsets(d, rows)
+            sum_label_offsets += float(d_y.sum())
             slope_at_zero += float(np.sum(d.mean(axis=1).astype(np.float64) - d_y))
             if self.cache is not None:
+                self.label_offsets[rows] = d_y
                 self.cache.append(d)
         self.slope_at_zero = slope_at_zero / self.n
-        self.slope_at_infinity = float(-self.label_offsets.mean())
+        self.slope_at_infinity = -sum_label_offsets / self.n
+
+    def _label_offsets(self, d, rows):
+        labels = np.asarray(self.labels[rows])
+        return d[np.arange(len(d)), labels].astype(np.float64)
 
     def _shifted(self, rows):
         z = np.asarray(_validation.read_rows(self.logits, rows), dtype=self.dtype)
@@ -103,7 +110,11 @@ class _TemperatureObjective:
         first = second = 0.0
         beta_ = self.dtype(beta)
         for i, rows in enumerate(self.slices):
-            d = self.cache[i] if self.cache is not None else self._shifted(rows)
+            if self.cache is not None:
+                d, d_y = self.cache[i], self.label_offsets[rows]
+            else:
+                d = self._shifted(rows)
+                d_y = self._label_offsets(d, rows)
             e = np.multiply(d, beta_)
             np.exp(e, out=e)
             # Row sums over k classes in the working precision (pairwise summation), then
@@ -113,7 +124,7 @@ class _TemperatureObjective:
             s1 = e.sum(axis=1).astype(np.float64)
             s2 = np.einsum("ij,ij->i", e, d).astype(np.float64)
             mean = s1 / s0
-            first += float(np.sum(mean - self.label_offsets[rows]))
+            first += float(np.sum(mean - d_y))
             second += float(np.sum(np.maximum(s2 / s0 - mean * mean, 0.0)))
         return first / self.n, second / self.n
 
