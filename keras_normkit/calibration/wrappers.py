@@ -223,8 +223,12 @@ class _CalibratedClassifier(keras.Model):
             `self`, calibrated.
         """
 
+        # Only TensorFlow models have a `distribute_strategy`.
+        strategy = getattr(self.classifier, "distribute_strategy", None)
+        replicas = 1 if strategy is None else strategy.num_replicas_in_sync
+
         def predict_batch(x_batch):
-            if self.classifier.distribute_strategy.num_replicas_in_sync > 1:
+            if replicas > 1:
                 # predict_on_batch under a multi-replica strategy returns every replica's
                 # copy of the batch (Keras 3.15); predict splits and gathers it correctly.
                 logits = self.classifier.predict(
