@@ -15,6 +15,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_normkit._validation import check_choice, check_number
+
 __all__ = ["CyclicalLearningRate", "Join", "NaturalExpDecay", "OneCycle", "Scaled", "Warmup"]
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
@@ -23,32 +25,6 @@ _PACKAGE = "keras_normkit"
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _check_number(name, value, minimum=None, strict=True, maximum=None, integer=False):
-    """`value` as a float (or int), checked against the bounds; errors name the argument."""
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be {kind}. Received: {name}={value!r}")
-    if integer and not float(value).is_integer():
-        raise TypeError(f"`{name}` must be {kind}. Received: {name}={value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"`{name}` must be finite. Received: {name}={value!r}")
-    if minimum is not None and (value <= minimum if strict else value < minimum):
-        bound = f"> {minimum}" if strict else f">= {minimum}"
-        raise ValueError(f"`{name}` must be {bound}. Received: {name}={value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"`{name}` must be <= {maximum}. Received: {name}={value!r}")
-    return int(value) if integer else float(value)
-
-
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(
-            f"`{name}` must be one of {', '.join(repr(c) for c in choices)}. "
-            f"Received: {name}={value!r}"
-        )
-    return value
 
 
 def _check_schedule_or_value(name, value):
@@ -61,7 +37,7 @@ def _check_schedule_or_value(name, value):
         raise TypeError(
             f"`{name}` must be a LearningRateSchedule or a float. Received: {name}={value!r}"
         )
-    return _check_number(name, value, minimum=0.0, strict=False)
+    return check_number(name, value, minimum=0.0)
 
 
 def _serialize_schedule_or_value(value):
@@ -108,11 +84,13 @@ class NaturalExpDecay(LearningRateSchedule):
     """
 
     def __init__(self, initial_learning_rate, decay_rate, decay_steps=1, staircase=False):
-        self.initial_learning_rate = _check_number(
-            "initial_learning_rate", initial_learning_rate, minimum=0.0, strict=False
+        self.initial_learning_rate = check_number(
+            "initial_learning_rate", initial_learning_rate, minimum=0.0
         )
-        self.decay_rate = _check_number("decay_rate", decay_rate, minimum=0.0, strict=False)
-        self.decay_steps = _check_number("decay_steps", decay_steps, minimum=0, integer=True)
+        self.decay_rate = check_number("decay_rate", decay_rate, minimum=0.0)
+        self.decay_steps = check_number(
+            "decay_steps", decay_steps, minimum=0, integer=True, strict_minimum=True
+        )
         if not isinstance(staircase, bool):
             raise TypeError(f"`staircase` must be a bool. Received: staircase={staircase!r}")
         self.staircase = staircase
@@ -175,11 +153,11 @@ class CyclicalLearningRate(LearningRateSchedule):
         mode="triangular",
         gamma=1.0,
     ):
-        self.initial_learning_rate = _check_number(
-            "initial_learning_rate", initial_learning_rate, minimum=0.0, strict=False
+        self.initial_learning_rate = check_number(
+            "initial_learning_rate", initial_learning_rate, minimum=0.0
         )
-        self.maximal_learning_rate = _check_number(
-            "maximal_learning_rate", maximal_learning_rate, minimum=0.0, strict=False
+        self.maximal_learning_rate = check_number(
+            "maximal_learning_rate", maximal_learning_rate, minimum=0.0
         )
         if self.maximal_learning_rate < self.initial_learning_rate:
             raise ValueError(
@@ -187,9 +165,11 @@ class CyclicalLearningRate(LearningRateSchedule):
                 f"maximal_learning_rate={maximal_learning_rate}, "
                 f"initial_learning_rate={initial_learning_rate}"
             )
-        self.step_size = _check_number("step_size", step_size, minimum=0, integer=True)
-        self.mode = _check_choice("mode", mode, self.MODES)
-        self.gamma = _check_number("gamma", gamma, minimum=0.0, maximum=1.0)
+        self.step_size = check_number(
+            "step_size", step_size, minimum=0, integer=True, strict_minimum=True
+        )
+        self.mode = check_choice("mode", mode, self.MODES)
+        self.gamma = check_number("gamma", gamma, minimum=0.0, maximum=1.0, strict_minimum=True)
 
     def __call__(self, step):
         step = _as_step(step)
@@ -255,22 +235,18 @@ class OneCycle(LearningRateSchedule):
         final_divisor=1e4,
         annealing="cosine",
     ):
-        self.maximal_learning_rate = _check_number(
-            "maximal_learning_rate", maximal_learning_rate, minimum=0.0
+        self.maximal_learning_rate = check_number(
+            "maximal_learning_rate", maximal_learning_rate, minimum=0.0, strict_minimum=True
         )
-        self.total_steps = _check_number("total_steps", total_steps, minimum=0, integer=True)
-        self.warmup_fraction = _check_number("warmup_fraction", warmup_fraction, minimum=0.0)
-        if self.warmup_fraction >= 1.0:
-            raise ValueError(
-                f"`warmup_fraction` must be in (0, 1). Received: warmup_fraction={warmup_fraction}"
-            )
-        self.initial_divisor = _check_number(
-            "initial_divisor", initial_divisor, minimum=1.0, strict=False
+        self.total_steps = check_number(
+            "total_steps", total_steps, minimum=0, integer=True, strict_minimum=True
         )
-        self.final_divisor = _check_number(
-            "final_divisor", final_divisor, minimum=1.0, strict=False
+        self.warmup_fraction = check_number(
+            "warmup_fraction", warmup_fraction, 0.0, 1.0, strict_minimum=True, strict_maximum=True
         )
-        self.annealing = _check_choice("annealing", annealing, self.ANNEALINGS)
+        self.initial_divisor = check_number("initial_divisor", initial_divisor, minimum=1.0)
+        self.final_divisor = check_number("final_divisor", final_divisor, minimum=1.0)
+        self.annealing = check_choice("annealing", annealing, self.ANNEALINGS)
 
     def _anneal(self, start, end, fraction):
         # Both forms are exact at fraction 0 and 1 in float32: (1 + cos(pi f)) / 2 is written
@@ -343,11 +319,13 @@ class Warmup(LearningRateSchedule):
 
     def __init__(self, schedule_or_value, warmup_steps, initial_learning_rate=0.0, shape="linear"):
         self.schedule_or_value = _check_schedule_or_value("schedule_or_value", schedule_or_value)
-        self.warmup_steps = _check_number("warmup_steps", warmup_steps, minimum=0, integer=True)
-        self.initial_learning_rate = _check_number(
-            "initial_learning_rate", initial_learning_rate, minimum=0.0, strict=False
+        self.warmup_steps = check_number(
+            "warmup_steps", warmup_steps, minimum=0, integer=True, strict_minimum=True
         )
-        self.shape = _check_choice("shape", shape, self.SHAPES)
+        self.initial_learning_rate = check_number(
+            "initial_learning_rate", initial_learning_rate, minimum=0.0
+        )
+        self.shape = check_choice("shape", shape, self.SHAPES)
         if self.shape == "exponential" and self.initial_learning_rate <= 0.0:
             raise ValueError(
                 "`shape='exponential'` needs `initial_learning_rate > 0`. "
@@ -422,7 +400,7 @@ class Join(LearningRateSchedule):
                 f"{len(schedules)} schedules and boundaries={list(boundaries)}"
             )
         self.boundaries = [
-            _check_number(f"boundaries[{i}]", b, minimum=0, integer=True)
+            check_number(f"boundaries[{i}]", b, minimum=0, integer=True, strict_minimum=True)
             for i, b in enumerate(boundaries)
         ]
         if any(b >= c for b, c in zip(self.boundaries[:-1], self.boundaries[1:], strict=True)):
@@ -468,7 +446,7 @@ class Scaled(LearningRateSchedule):
 
     def __init__(self, schedule, multiplier=1.0):
         self.schedule = _check_schedule_or_value("schedule", schedule)
-        multiplier = _check_number("multiplier", multiplier, minimum=0.0, strict=False)
+        multiplier = check_number("multiplier", multiplier, minimum=0.0)
         self.multiplier = keras.Variable(
             multiplier, dtype="float32", trainable=False, name="learning_rate_multiplier"
         )

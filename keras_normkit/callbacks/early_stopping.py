@@ -2,30 +2,15 @@
 
 import json
 import math
-import numbers
 import os
 
 import keras
 import numpy as np
 
+from keras_normkit._validation import check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 
 CRITERIA = ("patience", "generalization_loss", "progress_quotient", "up")
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}")
-    return int(value)
-
-
-def _check_real(name, value, minimum=0.0, strict=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise TypeError(f"`{name}` must be a finite number. Received: {name}={value!r}")
-    if value < minimum or (strict and value == minimum):
-        bound = f"> {minimum}" if strict else f">= {minimum}"
-        raise ValueError(f"`{name}` must be {bound}. Received: {name}={value!r}")
-    return float(value)
 
 
 def generalization_loss(value, optimum):
@@ -148,9 +133,9 @@ class EarlyStopping(keras.callbacks.Callback):
             if alpha is None:
                 raise ValueError(f"criterion={criterion!r} needs `alpha`. Received: alpha=None")
             if criterion == "up":
-                alpha = _check_int("alpha", alpha, 1)
+                alpha = check_int("alpha", alpha, 1)
             else:
-                alpha = _check_real("alpha", alpha, 0.0)
+                alpha = check_number("alpha", alpha, 0.0)
             if patience != 0:
                 raise ValueError(
                     f"`patience` is only used by criterion='patience'. Received: "
@@ -170,19 +155,19 @@ class EarlyStopping(keras.callbacks.Callback):
         self.monitor = monitor
         self.criterion = criterion
         self.alpha = alpha
-        self.strip_length = _check_int("strip_length", strip_length, 1)
-        self.patience = _check_int("patience", patience, 0)
-        self.min_delta = _check_real("min_delta", min_delta)
+        self.strip_length = check_int("strip_length", strip_length, 1)
+        self.patience = check_int("patience", patience, 0)
+        self.min_delta = check_number("min_delta", min_delta, 0.0)
         self.mode = mode
         self.baseline = (
-            None if baseline is None else _check_real("baseline", baseline, minimum=-math.inf)
+            None if baseline is None else check_number("baseline", baseline)
         )
         if not isinstance(restore_best_weights, bool):
             raise TypeError(
                 f"`restore_best_weights` must be a bool. Received: {restore_best_weights!r}"
             )
         self.restore_best_weights = restore_best_weights
-        self.start_from_epoch = _check_int("start_from_epoch", start_from_epoch, 0)
+        self.start_from_epoch = check_int("start_from_epoch", start_from_epoch, 0)
         self.verbose = verbose
         self.training_monitor = monitor.removeprefix("val_") or "loss"
         self._sign = None

@@ -1,12 +1,12 @@
 """Learning-rate callbacks: `LearningRateMonitor` and a schedule-aware `ReduceLROnPlateau`."""
 
 import math
-import numbers
 
 import keras
 import numpy as np
 
 from keras_normkit import schedules
+from keras_normkit._validation import check_choice, check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
@@ -93,12 +93,6 @@ def scale_learning_rate(model, factor, min_lr=0.0):
             f"before training to be scaled. Received: learning_rate={learning_rate!r}"
         )
     return new
-
-
-def _check_non_negative_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------- callbacks
@@ -218,24 +212,16 @@ class ReduceLROnPlateau(keras.callbacks.Callback):
         super().__init__()
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(f"`factor` must be a float. Received: factor={factor!r}")
-        if not 0.0 < factor < 1.0:
-            raise ValueError(f"`factor` must be in (0, 1). Received: factor={factor}")
-        if mode not in ("auto", "min", "max"):
-            raise ValueError(f"`mode` must be 'auto', 'min' or 'max'. Received: mode={mode!r}")
-        if not isinstance(min_delta, numbers.Real) or min_delta < 0:
-            raise ValueError(f"`min_delta` must be a float >= 0. Received: min_delta={min_delta!r}")
-        if not isinstance(min_lr, numbers.Real) or min_lr < 0:
-            raise ValueError(f"`min_lr` must be a float >= 0. Received: min_lr={min_lr!r}")
         self.monitor = monitor
-        self.factor = float(factor)
-        self.patience = _check_non_negative_int("patience", patience)
+        self.factor = check_number(
+            "factor", factor, 0.0, 1.0, strict_minimum=True, strict_maximum=True
+        )
+        self.patience = check_int("patience", patience, 0)
         self.verbose = verbose
-        self.mode = mode
-        self.min_delta = float(min_delta)
-        self.cooldown = _check_non_negative_int("cooldown", cooldown)
-        self.min_lr = float(min_lr)
+        self.mode = check_choice("mode", mode, ("auto", "min", "max"))
+        self.min_delta = check_number("min_delta", min_delta, 0.0)
+        self.cooldown = check_int("cooldown", cooldown, 0)
+        self.min_lr = check_number("min_lr", min_lr, 0.0)
         self._sign = None
         self._reset()
 

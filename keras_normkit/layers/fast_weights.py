@@ -1,41 +1,18 @@
 """Fast weights: a recurrent layer with a Hebbian short-term associative memory."""
 
-import math
-import numbers
-
 import keras
 from keras import ops
 from keras.src import backend as keras_backend
 from keras.src import tree
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from keras_normkit._validation import check_choice, check_int, check_number, check_seed
+
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
 
 # `implementation="auto"` uses the memory form when T <= _AUTO_MEMORY_RATIO * units (the
 # time axis must be static). The ratio was measured with benchmarks/bench_fast_weights.py.
 _AUTO_MEMORY_RATIO = 1.0
-
-
-def _check_number(name, value, low, high, low_open=False, high_open=False, expected=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a float {expected}. Received: {name}={value!r}")
-    value = float(value)
-    ok = math.isfinite(value) and (value > low if low_open else value >= low)
-    ok = ok and (value < high if high_open else value <= high)
-    if not ok:
-        raise ValueError(f"`{name}` must be a float {expected}. Received: {name}={value}")
-    return value
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r} "
-            f"of type {type(value).__name__}"
-        )
-    if value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}. Received: {name}={value}")
-    return int(value)
 
 
 def _half(dtype):
@@ -125,23 +102,18 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.units = _check_int("units", units, 1)
-        self.inner_steps = _check_int("inner_steps", inner_steps, 1)
-        self.decay = _check_number("decay", decay, 0.0, 1.0, expected="in [0, 1]")
-        self.fast_learning_rate = _check_number(
-            "fast_learning_rate", fast_learning_rate, 0.0, math.inf, expected=">= 0"
+        self.units = check_int("units", units, 1)
+        self.inner_steps = check_int("inner_steps", inner_steps, 1)
+        self.decay = check_number("decay", decay, 0.0, 1.0)
+        self.fast_learning_rate = check_number("fast_learning_rate", fast_learning_rate, 0.0)
+        self.layer_norm_epsilon = check_number(
+            "layer_norm_epsilon", layer_norm_epsilon, 0.0, strict_minimum=True
         )
-        self.layer_norm_epsilon = _check_number(
-            "layer_norm_epsilon", layer_norm_epsilon, 0.0, math.inf, low_open=True, expected="> 0"
+        self.dropout = check_number("dropout", dropout, 0.0, 1.0, strict_maximum=True)
+        self.recurrent_dropout = check_number(
+            "recurrent_dropout", recurrent_dropout, 0.0, 1.0, strict_maximum=True
         )
-        self.dropout = _check_number(
-            "dropout", dropout, 0.0, 1.0, high_open=True, expected="in [0, 1)"
-        )
-        self.recurrent_dropout = _check_number(
-            "recurrent_dropout", recurrent_dropout, 0.0, 1.0, high_open=True, expected="in [0, 1)"
-        )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
-            raise TypeError(f"`seed` must be an integer or None. Received: seed={seed!r}")
+        seed = check_seed(seed)
         self.activation = keras.activations.get(activation)
         self.use_layer_norm = bool(use_layer_norm)
         self.use_bias = bool(use_bias)
@@ -396,11 +368,7 @@ class FastWeightsRNN(keras.layers.RNN):
         implementation="auto",
         **kwargs,
     ):
-        if implementation not in IMPLEMENTATIONS:
-            raise ValueError(
-                f"`implementation` must be one of {IMPLEMENTATIONS}. "
-                f"Received: implementation={implementation!r}"
-            )
+        check_choice("implementation", implementation, IMPLEMENTATIONS)
         cell = FastWeightsRNNCell(
             units,
             inner_steps=inner_steps,

@@ -15,7 +15,6 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
 """
 
 import inspect
-import math
 
 import keras
 from keras import activations, constraints, initializers, ops, regularizers
@@ -23,6 +22,8 @@ from keras import activations, constraints, initializers, ops, regularizers
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+from keras_normkit._validation import check_int, check_number, check_seed
 
 __all__ = [
     "LayerNormSimpleRNNCell",
@@ -32,38 +33,6 @@ __all__ = [
     "LayerNormLSTM",
     "LayerNormGRU",
 ]
-
-
-def _validate_units(units):
-    if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-        raise ValueError(f"`units` must be a positive integer. Received: units={units!r}")
-    return units
-
-
-def _validate_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value!r}")
-    if not (math.isfinite(value) and 0.0 <= value < 1.0):
-        raise ValueError(f"`{name}` must be a float in [0, 1). Received: {name}={value}")
-    return float(value)
-
-
-def _validate_epsilon(norm_epsilon):
-    if isinstance(norm_epsilon, bool) or not isinstance(norm_epsilon, (int, float)):
-        raise ValueError(
-            f"`norm_epsilon` must be a float > 0. Received: norm_epsilon={norm_epsilon!r}"
-        )
-    if not (math.isfinite(norm_epsilon) and norm_epsilon > 0):
-        raise ValueError(
-            f"`norm_epsilon` must be a float > 0. Received: norm_epsilon={norm_epsilon}"
-        )
-    return float(norm_epsilon)
-
-
-def _validate_seed(seed):
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"`seed` must be an integer or None. Received: seed={seed!r}")
-    return seed
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -93,7 +62,7 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         norm_beta_initializer="zeros",
         **kwargs,
     ):
-        self.units = _validate_units(units)
+        self.units = check_int("units", units, 1)
         super().__init__(**kwargs)
         self.activation = activations.get(activation)
         self.use_bias = bool(use_bias)
@@ -106,11 +75,13 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         self.kernel_constraint = constraints.get(kernel_constraint)
         self.recurrent_constraint = constraints.get(recurrent_constraint)
         self.bias_constraint = constraints.get(bias_constraint)
-        self.dropout = _validate_rate("dropout", dropout)
-        self.recurrent_dropout = _validate_rate("recurrent_dropout", recurrent_dropout)
-        self.seed = _validate_seed(seed)
+        self.dropout = check_number("dropout", dropout, 0.0, 1.0, strict_maximum=True)
+        self.recurrent_dropout = check_number(
+            "recurrent_dropout", recurrent_dropout, 0.0, 1.0, strict_maximum=True
+        )
+        self.seed = check_seed(seed)
         self.seed_generator = keras.random.SeedGenerator(seed)
-        self.norm_epsilon = _validate_epsilon(norm_epsilon)
+        self.norm_epsilon = check_number("norm_epsilon", norm_epsilon, 0.0, strict_minimum=True)
         self.norm_gamma_initializer = initializers.get(norm_gamma_initializer)
         self.norm_beta_initializer = initializers.get(norm_beta_initializer)
         self.state_size = self.units

@@ -4,6 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_normkit._validation import check_bool, check_choice, check_int
+
 # Vector decays: the parallel scan works on blocks of _BLOCK steps (log2(_BLOCK) vectorized
 # passes each). With a static time axis it recurses on the block ends until one block
 # remains; with an unknown one it does _LEVELS block levels, then a top scan of _TOP_PASSES
@@ -17,12 +19,6 @@ _CHUNK_LEVELS = 3
 _LEVELS = 2
 _TOP_PASSES = 16
 MAX_DYNAMIC_STEPS = _BLOCK**_LEVELS * 2**_TOP_PASSES
-
-
-def _check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a Python bool. Received: {name}={value!r}")
-    return value
 
 
 def _static_dim(value):
@@ -238,11 +234,9 @@ class QRNCell(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-            raise ValueError(f"`units` must be a positive integer. Received: units={units!r}")
-        self.units = units
-        self.use_reset_gate = _check_bool("use_reset_gate", use_reset_gate)
-        self.vector_gates = _check_bool("vector_gates", vector_gates)
+        self.units = check_int("units", units, 1)
+        self.use_reset_gate = check_bool("use_reset_gate", use_reset_gate)
+        self.vector_gates = check_bool("vector_gates", vector_gates)
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -446,13 +440,9 @@ class QRN(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if implementation not in ("parallel", "sequential"):
-            raise ValueError(
-                '`implementation` must be "parallel" or "sequential". '
-                f"Received: implementation={implementation!r}"
-            )
-        self.bidirectional = _check_bool("bidirectional", bidirectional)
-        self.return_sequences = _check_bool("return_sequences", return_sequences)
+        check_choice("implementation", implementation, ("parallel", "sequential"))
+        self.bidirectional = check_bool("bidirectional", bidirectional)
+        self.return_sequences = check_bool("return_sequences", return_sequences)
         self.implementation = implementation
         self.cell = QRNCell(
             units,

@@ -320,7 +320,7 @@ def _missing_monitor_warns_once():
 BAD = [
     (dict(criterion="gl", alpha=5.0), ValueError, "criterion"),
     (dict(criterion="generalization_loss"), ValueError, "alpha"),
-    (dict(criterion="up", alpha=1.5), ValueError, "alpha"),
+    (dict(criterion="up", alpha=1.5), TypeError, "alpha"),  # the number of strips: an int
     (dict(criterion="up", alpha=0), ValueError, "alpha"),
     (dict(criterion="generalization_loss", alpha=-1.0), ValueError, "alpha"),
     (dict(alpha=3.0), ValueError, "alpha"),
@@ -333,6 +333,8 @@ BAD = [
     (dict(criterion="up", alpha=2, baseline=0.5), ValueError, "baseline"),
     (dict(min_delta=-0.1), ValueError, "min_delta"),
     (dict(start_from_epoch=-2), ValueError, "start_from_epoch"),
+    (dict(patience=2.0), TypeError, "patience"),
+    (dict(min_delta=float("inf")), ValueError, "min_delta"),
     (dict(monitor=3), TypeError, "monitor"),
 ]
 

@@ -158,11 +158,18 @@ def _bad_input_and_config():
         (dict(factor=0.0), "factor"),
         (dict(mode="up"), "mode"),
         (dict(patience=-1), "patience"),
-        (dict(cooldown=1.5), "cooldown"),
         (dict(min_lr=-1.0), "min_lr"),
         (dict(min_delta=-1.0), "min_delta"),
+        (dict(factor=float("nan")), "factor"),
     ):
         with pytest.raises(ValueError, match=name):
+            ReduceLROnPlateau(**kwargs)
+    for kwargs, name in (
+        (dict(cooldown=1.5), "cooldown"),
+        (dict(patience="3"), "patience"),
+        (dict(factor="0.5"), "factor"),
+    ):
+        with pytest.raises(TypeError, match=name):
             ReduceLROnPlateau(**kwargs)
     with pytest.raises(TypeError, match="per_step"):
         LearningRateMonitor(per_step="yes")

@@ -449,23 +449,23 @@ def test_mixed_precision_close_to_float32(cls):
 # --------------------------------------------------------------------------------------
 
 
-BAD_ARGUMENTS = [
-    ({"units": 0}, "units"),
-    ({"units": -3}, "units"),
-    ({"units": 2.5}, "units"),
-    ({"units": True}, "units"),
-    ({"units": 4, "norm_epsilon": 0.0}, "norm_epsilon"),
-    ({"units": 4, "norm_epsilon": -1e-3}, "norm_epsilon"),
-    ({"units": 4, "norm_epsilon": float("nan")}, "norm_epsilon"),
-    ({"units": 4, "norm_epsilon": "small"}, "norm_epsilon"),
-    ({"units": 4, "dropout": 1.0}, "dropout"),
-    ({"units": 4, "recurrent_dropout": -0.1}, "recurrent_dropout"),
-    ({"units": 4, "seed": 1.5}, "seed"),
+BAD_ARGUMENTS = [  # wrong values: ValueError; wrong types: TypeError
+    ({"units": 0}, "units", ValueError),
+    ({"units": -3}, "units", ValueError),
+    ({"units": 2.5}, "units", TypeError),
+    ({"units": True}, "units", TypeError),
+    ({"units": 4, "norm_epsilon": 0.0}, "norm_epsilon", ValueError),
+    ({"units": 4, "norm_epsilon": -1e-3}, "norm_epsilon", ValueError),
+    ({"units": 4, "norm_epsilon": float("nan")}, "norm_epsilon", ValueError),
+    ({"units": 4, "norm_epsilon": "small"}, "norm_epsilon", TypeError),
+    ({"units": 4, "dropout": 1.0}, "dropout", ValueError),
+    ({"units": 4, "recurrent_dropout": -0.1}, "recurrent_dropout", ValueError),
+    ({"units": 4, "seed": 1.5}, "seed", TypeError),
 ]
 
 
 def test_bad_arguments():
     for cls in (LayerNormSimpleRNNCell, LayerNormLSTMCell, LayerNormGRUCell, LayerNormGRU):
-        for kwargs, name in BAD_ARGUMENTS:
-            with pytest.raises(ValueError, match=rf"`{name}`.*Received: {name}="):
+        for kwargs, name, error in BAD_ARGUMENTS:
+            with pytest.raises(error, match=rf"`{name}`.*Received: {name}="):
                 cls(**kwargs)
