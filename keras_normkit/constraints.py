@@ -10,11 +10,11 @@ Singer, Chandra, "Efficient Projections onto the l1-Ball for Learning in High
 Dimensions", ICML 2008 (the sort-based simplex projection).
 """
 
-import math
 
 import keras
 from keras import ops
 
+from keras_normkit._validation import check_bool, check_int, check_number, check_seed
 from keras_normkit.regularizers import parseval_scale
 
 __all__ = ["ParsevalConstraint", "Simplex", "parseval_retraction", "project_to_simplex"]
@@ -87,38 +87,13 @@ class ParsevalConstraint(keras.constraints.Constraint):
     """
 
     def __init__(self, beta=1e-3, num_iterations=1, row_fraction=1.0, conv_scaling=True, seed=None):
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)):
-            raise TypeError(f"`beta` must be a float in (0, 1). Received: beta={beta!r}")
-        if not (math.isfinite(beta) and 0.0 < beta < 1.0):
-            raise ValueError(f"`beta` must be a float in (0, 1). Received: beta={beta}")
-        if isinstance(num_iterations, bool) or not isinstance(num_iterations, int):
-            raise TypeError(
-                "`num_iterations` must be a positive int. "
-                f"Received: num_iterations={num_iterations!r}"
-            )
-        if num_iterations < 1:
-            raise ValueError(
-                f"`num_iterations` must be a positive int. Received: num_iterations={num_iterations}"
-            )
-        if isinstance(row_fraction, bool) or not isinstance(row_fraction, (int, float)):
-            raise TypeError(
-                f"`row_fraction` must be a float in (0, 1]. Received: row_fraction={row_fraction!r}"
-            )
-        if not (math.isfinite(row_fraction) and 0.0 < row_fraction <= 1.0):
-            raise ValueError(
-                f"`row_fraction` must be a float in (0, 1]. Received: row_fraction={row_fraction}"
-            )
-        if not isinstance(conv_scaling, bool):
-            raise TypeError(
-                f"`conv_scaling` must be a bool. Received: conv_scaling={conv_scaling!r}"
-            )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TypeError(f"`seed` must be an int or None. Received: seed={seed!r}")
-        self.beta = float(beta)
-        self.num_iterations = num_iterations
-        self.row_fraction = float(row_fraction)
-        self.conv_scaling = conv_scaling
-        self.seed = seed
+        self.beta = check_number("beta", beta, 0.0, 1.0, strict_minimum=True, strict_maximum=True)
+        self.num_iterations = check_int("num_iterations", num_iterations, 1)
+        self.row_fraction = check_number(
+            "row_fraction", row_fraction, 0.0, 1.0, strict_minimum=True
+        )
+        self.conv_scaling = check_bool("conv_scaling", conv_scaling)
+        self.seed = check_seed(seed)
         # A stateful generator: a fresh subset at every optimizer step, also inside a
         # compiled (graph / XLA) train step.
         self._seed_generator = keras.random.SeedGenerator(seed) if self.row_fraction < 1 else None

@@ -18,6 +18,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_normkit._validation import check_int, check_number, check_seed
+
 __all__ = ["ConvolutionDeltaOrthogonal", "lsuv_initialize"]
 
 
@@ -56,14 +58,8 @@ class ConvolutionDeltaOrthogonal(keras.initializers.Initializer):
     """
 
     def __init__(self, gain=1.0, seed=None):
-        if isinstance(gain, bool) or not isinstance(gain, (int, float)):
-            raise TypeError(f"`gain` must be a positive float. Received: gain={gain!r}")
-        if not (math.isfinite(gain) and gain > 0):
-            raise ValueError(f"`gain` must be a positive float. Received: gain={gain}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TypeError(f"`seed` must be an int or None. Received: seed={seed!r}")
-        self.gain = float(gain)
-        self.seed = seed
+        self.gain = check_number("gain", gain, 0.0, strict_minimum=True)
+        self.seed = check_seed(seed)
         self._orthogonal = keras.initializers.Orthogonal(gain=self.gain, seed=seed)
 
     def __call__(self, shape, dtype=None):
@@ -126,18 +122,8 @@ def _validate_lsuv_args(model, target_variance, tolerance, max_iterations):
             f"needed). Received: model of type {type(model).__name__}"
         )
     for name, value in (("target_variance", target_variance), ("tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"`{name}` must be a positive float. Received: {name}={value!r}")
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"`{name}` must be a positive float. Received: {name}={value}")
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-        raise TypeError(
-            f"`max_iterations` must be a positive int. Received: max_iterations={max_iterations!r}"
-        )
-    if max_iterations < 1:
-        raise ValueError(
-            f"`max_iterations` must be a positive int. Received: max_iterations={max_iterations}"
-        )
+        check_number(name, value, 0.0, strict_minimum=True)
+    check_int("max_iterations", max_iterations, 1)
 
 
 def lsuv_initialize(model, x, target_variance=1.0, tolerance=0.05, max_iterations=10, seed=None):

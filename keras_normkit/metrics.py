@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_normkit._validation import check_int
+
 __all__ = ["ExpectedCalibrationError"]
 
 
@@ -47,8 +49,7 @@ class ExpectedCalibrationError(keras.metrics.Metric):
 
     def __init__(self, num_bins=15, name="expected_calibration_error", dtype=None):
         super().__init__(name=name, dtype=dtype)
-        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
-            raise ValueError(f"`num_bins` must be an integer >= 1. Received: num_bins={num_bins!r}")
+        num_bins = check_int("num_bins", num_bins, 1)
         self.num_bins = num_bins
         self.bin_counts = self.add_variable(
             shape=(num_bins,), initializer="zeros", dtype=self.dtype, name="bin_counts"

@@ -19,13 +19,9 @@ import keras
 from keras import ops
 from keras.regularizers import L1, L1L2, L2
 
+from keras_normkit._validation import check_bool, check_number
+
 __all__ = ["L1", "L2", "L1L2", "ParsevalRegularizer", "parseval_matrix"]
-
-
-def _validate_bool(value, name):
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a bool. Received: {name}={value!r}")
-    return value
 
 
 def parseval_matrix(kernel, conv_scaling=True):
@@ -105,12 +101,8 @@ class ParsevalRegularizer(keras.regularizers.Regularizer):
     """
 
     def __init__(self, factor=1e-3, conv_scaling=True):
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-            raise TypeError(f"`factor` must be a non-negative float. Received: factor={factor!r}")
-        if not (math.isfinite(factor) and factor >= 0):
-            raise ValueError(f"`factor` must be a non-negative float. Received: factor={factor}")
-        self.factor = float(factor)
-        self.conv_scaling = _validate_bool(conv_scaling, "conv_scaling")
+        self.factor = check_number("factor", factor, 0.0)
+        self.conv_scaling = check_bool("conv_scaling", conv_scaling)
 
     def __call__(self, x):
         matrix, _ = parseval_matrix(ops.convert_to_tensor(x), self.conv_scaling)

@@ -120,8 +120,14 @@ def test_under_tf_distribute():
 
 
 def _bad_num_bins():
-    for num_bins in (0, -1, 2.5, True, "15"):
-        with pytest.raises(ValueError, match="num_bins"):
+    for num_bins, error in (
+        (0, ValueError),
+        (-1, ValueError),
+        (2.5, TypeError),
+        (True, TypeError),
+        ("15", TypeError),
+    ):
+        with pytest.raises(error, match="num_bins"):
             ExpectedCalibrationError(num_bins=num_bins)
 
 

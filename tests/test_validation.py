@@ -18,7 +18,9 @@ def test_check_number_bounds_and_message():
     assert check_number("x", 0.5, 0.0, 1.0) == 0.5
     assert check_number("x", 0, 0.0) == 0.0 and type(check_number("x", 3)) is float
     assert check_number("x", np.float32(0.25), 0.0, 1.0) == 0.25
-    with pytest.raises(ValueError, match=r"^`x` must be a number in \(0.0, 1.0\]\. Received: x=0.0$"):
+    with pytest.raises(
+        ValueError, match=r"^`x` must be a number in \(0.0, 1.0\]\. Received: x=0.0$"
+    ):
         check_number("x", 0.0, 0.0, 1.0, strict_minimum=True)
     with pytest.raises(ValueError, match=r"`x` must be a number in \[0.0, 1.0\)\. Received: x=1.0"):
         check_number("x", 1.0, 0.0, 1.0, strict_maximum=True)
@@ -54,7 +56,9 @@ def test_bool_choice_seed():
     with pytest.raises(TypeError, match=r"`flag` must be a Python bool\. Received: flag=1"):
         check_bool("flag", 1)
     assert check_choice("mode", "min", ("min", "max")) == "min"
-    with pytest.raises(ValueError, match=r"`mode` must be one of 'min', 'max'\. Received: mode='up'"):
+    with pytest.raises(
+        ValueError, match=r"`mode` must be one of 'min', 'max'\. Received: mode='up'"
+    ):
         check_choice("mode", "up", ("min", "max"))
     assert check_seed(None) is None and check_seed(np.int32(3)) == 3
     for bad in (1.5, True, "0"):

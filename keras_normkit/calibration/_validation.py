@@ -11,6 +11,8 @@ import mmap
 import keras
 import numpy as np
 
+from keras_normkit._validation import check_int
+
 #: Rows per chunk are chosen so that one float64 chunk takes about this many bytes.
 CHUNK_BYTES = 8 * 2**20
 
@@ -172,6 +174,4 @@ def check_probabilities(probabilities, name="probabilities", atol=1e-3):
 
 
 def check_num_bins(num_bins):
-    if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
-        raise ValueError(f"`num_bins` must be an integer >= 1. Received: num_bins={num_bins!r}")
-    return int(num_bins)
+    return check_int("num_bins", num_bins, 1)

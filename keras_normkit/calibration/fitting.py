@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from keras_normkit._validation import check_number
 from keras_normkit.calibration import _validation
 
 __all__ = ["fit_temperature", "fit_vector_scaling", "fit_matrix_scaling"]
@@ -441,10 +442,4 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
 
 
 def _check_l2(l2):
-    try:
-        l2 = float(l2)
-    except (TypeError, ValueError):
-        l2 = math.nan
-    if not (math.isfinite(l2) and l2 >= 0):
-        raise ValueError(f"`l2` must be a finite float >= 0. Received: l2={l2}")
-    return l2
+    return check_number("l2", l2, 0.0)

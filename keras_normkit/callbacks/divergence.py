@@ -1,10 +1,10 @@
 """`DivergenceGuard`: stop, or roll back and halve the learning rate, when the loss diverges."""
 
 import math
-import numbers
 
 import keras
 
+from keras_normkit._validation import check_number
 from keras_normkit.callbacks._monitor import get_monitor_value
 from keras_normkit.callbacks.learning_rate import (
     _inner_optimizer,
@@ -61,10 +61,7 @@ class DivergenceGuard(keras.callbacks.Callback):
         super().__init__()
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
-            raise TypeError(f"`factor` must be a float. Received: factor={factor!r}")
-        if not (math.isfinite(factor) and factor > 1.0):
-            raise ValueError(f"`factor` must be a finite float > 1. Received: factor={factor}")
+        factor = check_number("factor", factor, 1.0, strict_minimum=True)
         if on_divergence not in ("stop", "rollback"):
             raise ValueError(
                 "`on_divergence` must be 'stop' or 'rollback'. "

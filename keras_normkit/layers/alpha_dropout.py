@@ -1,11 +1,11 @@
 """Alpha dropout that preserves any SELU fixed point (mean, variance)."""
 
-import math
 
 import keras
 from keras import ops
 
 from keras_normkit import activations
+from keras_normkit._validation import check_number, check_seed
 from keras_normkit.layers.selu import resolve_selu_constants
 
 
@@ -63,10 +63,7 @@ class AlphaDropout(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
-            raise ValueError(f"`rate` must be a float in [0, 1). Received: rate={rate!r}")
-        if not (math.isfinite(rate) and 0.0 <= rate < 1.0):
-            raise ValueError(f"`rate` must be a float in [0, 1). Received: rate={rate}")
+        rate = check_number("rate", rate, 0.0, 1.0, strict_maximum=True)
         if noise_shape is not None:
             try:
                 noise_shape = tuple(None if d is None else int(d) for d in noise_shape)
@@ -80,9 +77,8 @@ class AlphaDropout(keras.layers.Layer):
                     "`noise_shape` entries must be positive integers or None. "
                     f"Received: noise_shape={noise_shape!r}"
                 )
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"`seed` must be an integer or None. Received: seed={seed!r}")
-        self.rate = float(rate)
+        seed = check_seed(seed)
+        self.rate = rate
         self.fixed_point, self.alpha, self.scale = resolve_selu_constants(fixed_point, alpha, scale)
         self.noise_shape = noise_shape
         self.seed = seed

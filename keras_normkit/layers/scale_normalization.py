@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_normkit._validation import check_number
+
 
 def _validate_axis(axis):
     axes = axis if isinstance(axis, (list, tuple)) else [axis]
@@ -54,11 +56,7 @@ class ScaleNormalization(keras.layers.Layer):
     def __init__(self, axis=-1, epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.axis = _validate_axis(axis)
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-            raise ValueError(f"`epsilon` must be a float > 0. Received: epsilon={epsilon!r}")
-        if not (math.isfinite(epsilon) and epsilon > 0):
-            raise ValueError(f"`epsilon` must be a float > 0. Received: epsilon={epsilon}")
-        self.epsilon = float(epsilon)
+        self.epsilon = check_number("epsilon", epsilon, 0.0, strict_minimum=True)
         self.supports_masking = True
         self.autocast = False
 

@@ -228,8 +228,14 @@ def _bad_input_raises():
 
 
 def _bad_num_bins():
-    for num_bins in [0, -3, 2.5, True, None]:
-        with pytest.raises(ValueError, match="num_bins"):
+    for num_bins, error in [
+        (0, ValueError),
+        (-3, ValueError),
+        (2.5, TypeError),
+        (True, TypeError),
+        (None, TypeError),
+    ]:
+        with pytest.raises(error, match="num_bins"):
             expected_calibration_error(GOOD_P, [0, 1], num_bins=num_bins)
 
 

@@ -103,21 +103,22 @@ def test_xla_training():
     )
 )
 def test_bad_rate(rate):
-    with pytest.raises(ValueError, match="rate"):
+    wrong_type = isinstance(rate, (str, bool)) or rate is None
+    with pytest.raises(TypeError if wrong_type else ValueError, match="`rate`.*Received: rate="):
         AlphaDropout(rate)
 
 
 @pytest.mark.parametrize(
-    "kwargs,name",
+    "kwargs,name,error",
     [
-        ({"noise_shape": (0, 1)}, "noise_shape"),
-        ({"noise_shape": "ab"}, "noise_shape"),
-        ({"seed": 1.5}, "seed"),
-        ({"fixed_point": (0.0, -1.0)}, "fixed_point"),
+        ({"noise_shape": (0, 1)}, "noise_shape", ValueError),
+        ({"noise_shape": "ab"}, "noise_shape", ValueError),
+        ({"seed": 1.5}, "seed", TypeError),
+        ({"fixed_point": (0.0, -1.0)}, "fixed_point", ValueError),
     ],
 )
-def test_bad_arguments(kwargs, name):
-    with pytest.raises(ValueError, match=name):
+def test_bad_arguments(kwargs, name, error):
+    with pytest.raises(error, match=name):
         AlphaDropout(0.1, **kwargs)
 
 

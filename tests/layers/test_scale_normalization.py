@@ -117,8 +117,11 @@ def test_trains_scale_under_xla():
 
 
 def test_bad_arguments():
-    for epsilon in (0.0, -1.0, float("nan"), float("inf"), "1e-5", True):
+    for epsilon in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="`epsilon`.*Received: epsilon="):
+            ScaleNormalization(epsilon=epsilon)
+    for epsilon in ("1e-5", True):
+        with pytest.raises(TypeError, match="`epsilon`.*Received: epsilon="):
             ScaleNormalization(epsilon=epsilon)
     for axis in ("last", 1.5, [], None):
         with pytest.raises(TypeError, match="`axis`.*Received: axis="):
