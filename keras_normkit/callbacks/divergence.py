@@ -68,7 +68,7 @@ class DivergenceGuard(keras.callbacks.Callback):
                 f"Received: on_divergence={on_divergence!r}"
             )
         self.monitor = monitor
-        self.factor = float(factor)
+        self.factor = factor
         self.on_divergence = on_divergence
         self.best = None
         self.events = []

@@ -108,19 +108,19 @@ def _chunked_scan(a, b, level=0):
     static = isinstance(steps, int)
     if not static and level == _CHUNK_LEVELS:
         return _blocked_scan(a, b)
+    if static and steps == 0:
+        return b
     batch, units = ops.shape(b)[0], b.shape[-1]
     # log(0) clamped to log(tiny): a product that small is 0 to float precision anyway.
     tiny = 1e-37 if keras.backend.standardize_dtype(a.dtype) == "float32" else 1e-300
+    log_a = ops.log(ops.maximum(a[..., 0], tiny))
     if static and steps <= _CHUNK:
-        if steps == 0:
-            return b
-        decay, _ = _decay_factors(ops.log(ops.maximum(a[..., 0], tiny)))
-        return ops.matmul(decay, b)
+        return ops.matmul(_decay_factors(log_a)[0], b)
     pad = (-steps) % _CHUNK
     if not static or pad:
-        a = ops.pad(a, [[0, 0], [0, pad], [0, 0]], constant_values=1)
+        log_a = ops.pad(log_a, [[0, 0], [0, pad]])  # log 1 = 0: padded steps carry the state
         b = ops.pad(b, [[0, 0], [0, pad], [0, 0]])
-    log_a = ops.reshape(ops.log(ops.maximum(a, tiny)), (batch, -1, _CHUNK))
+    log_a = ops.reshape(log_a, (batch, -1, _CHUNK))
     decay, from_start = _decay_factors(log_a)
     h = ops.matmul(decay, ops.reshape(b, (batch, -1, _CHUNK, units)))
     # The state entering each chunk, carried with the chunk's decay from its start to t.
