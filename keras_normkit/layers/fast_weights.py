@@ -14,6 +14,9 @@ IMPLEMENTATIONS = ("auto", "matrix", "memory")
 # time axis must be static). The ratio was measured with benchmarks/bench_fast_weights.py.
 _AUTO_MEMORY_RATIO = 1.0
 
+# Steps per iteration of the time loop (see `_ChunkedLoop`).
+_CHUNK = 8
+
 
 def _half(dtype):
     return keras_backend.standardize_dtype(dtype) in ("float16", "bfloat16")
@@ -439,92 +442,20 @@ class FastWeightsRNN(keras.layers.RNN):
         projected = ops.matmul(sequences, cell.kernel)
         if cell.use_bias:
             projected = projected + cell.bias
-        kernel_w = cell.recurrent_kernel
-
-        def boundary(cx_t, h):
-            h_rec = h if rec_mask is None else h * rec_mask
-            return cx_t + ops.matmul(h_rec, kernel_w)
-
-        # The JAX and PyTorch loops of `keras.src.backend.rnn` broadcast a (batch, 1) mask
-        # only against 2-D carries, so there `A` and the history travel flattened. The
-        # TensorFlow loop handles any rank, and XLA is ~2x faster without the reshapes.
-        flat = keras_backend.backend() != "tensorflow"
-
-        def carry(x):
-            return ops.reshape(x, (ops.shape(x)[0], -1)) if flat else x
-
-        implementation = self.resolve_implementation(sequences.shape[1])
-        a0 = ops.reshape(a0, (-1, units, units))
-        if implementation == "matrix":
-
-            def step(cx_t, states):
-                h, a = states
-                a = ops.reshape(a, (-1, units, units)) if flat else a
-                h_new = cell.settle(
-                    boundary(cx_t, h), lambda v: ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
-                )
-                return h_new, [h_new, carry(cell.hebbian_update(a, h_new))]
-
-            last, outputs, (h_last, a_last) = self._run(step, projected, [h0, carry(a0)], mask)
-            return last, outputs, [h_last, ops.reshape(a_last, (-1, units * units))]
-
-        # Memory form. `history[:, k]` holds the k-th (unmasked) state h(k), written once;
-        # `weight[:, k] = η·λ^{n-k}` (n = steps done), so A(t)·v = Σ_k weight_k h(k)(h(k)ᵀv)
-        # (+ λ^n·A(0)·v). `position` is the one-hot slot of the next write. Masked steps
-        # leave all of them unchanged, so they neither write nor decay.
-        batch, steps = ops.shape(projected)[0], ops.shape(projected)[1]
-        dtype = projected.dtype
-        history = ops.zeros((batch, steps, units), dtype=dtype)
-        weight = ops.zeros((batch, steps), dtype=dtype)
-        position = ops.cast(ops.arange(steps) == 0, dtype)[None, :] + weight
-        decay, eta = cell.decay, cell.fast_learning_rate
-        with_a0 = not self._zero_initial_fast_weights
-
-        def step(cx_t, states):
-            if with_a0:
-                h, history, weight, position, scale = states
-            else:
-                h, history, weight, position = states
-            history = ops.reshape(history, (batch, steps, units)) if flat else history
-
-            def fast_apply(v):
-                scores = ops.einsum("bth,bh->bt", history, v) * weight
-                out = ops.einsum("bt,bth->bh", scores, history)
-                if with_a0:
-                    out = out + scale * ops.squeeze(ops.matmul(a0, v[:, :, None]), -1)
-                return out
-
-            h_new = cell.settle(boundary(cx_t, h), fast_apply)
-            history = ops.where(position[:, :, None] > 0, h_new[:, None, :], history)
-            weight = decay * weight + eta * position
-            position = ops.pad(position[:, :-1], [[0, 0], [1, 0]])
-            new_states = [h_new, carry(history), weight, position]
-            if with_a0:
-                new_states.append(decay * scale)
-            return h_new, new_states
-
-        states = [h0, carry(history), weight, position]
-        if with_a0:
-            states.append(ops.ones((batch, 1), dtype=dtype))
-        last, outputs, states = self._run(step, projected, states, mask)
-        history, weight = ops.reshape(states[1], (batch, steps, units)), states[2]
-        a_last = ops.einsum("bti,btj->bij", history * weight[:, :, None], history)
-        if with_a0:
-            a_last = a_last + states[4][:, :, None] * a0
-        return last, outputs, [states[0], ops.reshape(a_last, (-1, units * units))]
-
-    def _run(self, step, projected, states, mask):
-        return keras_backend.rnn(
-            step,
-            projected,
-            states,
-            go_backwards=self.go_backwards,
-            mask=mask,
-            unroll=False,
-            input_length=projected.shape[1],
+        if self.go_backwards:
+            projected = ops.flip(projected, axis=1)
+            mask = None if mask is None else ops.flip(mask, axis=1)
+        implementation = self.resolve_implementation(projected.shape[1])
+        loop = _ChunkedLoop(
+            cell,
+            implementation,
+            rec_mask=rec_mask,
             zero_output_for_mask=self.zero_output_for_mask,
-            return_all_outputs=self.return_sequences,
+            zero_initial_fast_weights=self._zero_initial_fast_weights,
         )
+        a0 = ops.reshape(a0, (-1, units, units))
+        last, outputs, h_last, a_last = loop(projected, mask, h0, a0, self.return_sequences)
+        return last, outputs, [h_last, ops.reshape(a_last, (-1, units * units))]
 
     def get_config(self):
         config = super().get_config()
@@ -546,3 +477,230 @@ class FastWeightsRNN(keras.layers.RNN):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class _ChunkedLoop:
+    """The `FastWeightsRNN` recurrence, run `chunk` steps per iteration of the time loop.
+
+    Inside a chunk that starts at step `t0`, the fast weights are
+    `A(t0 + k) = λ^{n_k}·A(t0) + η Σ_{j<k} λ^{n_k - n_j - 1} h_j h_jᵀ` (`n_k`: unmasked steps
+    of the chunk before step `k`; masked steps neither write nor decay), so the `k` states
+    written so far in the chunk are applied directly from a small stack and `A` — or, in the
+    memory form, the history of states — is updated once per chunk. The loop then carries
+    (and back-propagation stores) the `(B, H, H)` matrix or the `(B, T, H)` history once per
+    chunk instead of once per step, and the per-step write of `A` disappears.
+    """
+
+    def __init__(
+        self, cell, implementation, rec_mask, zero_output_for_mask, zero_initial_fast_weights
+    ):
+        self.cell = cell
+        self.implementation = implementation
+        self.rec_mask = rec_mask
+        self.zero_output_for_mask = zero_output_for_mask
+        self.with_a0 = not zero_initial_fast_weights
+
+    def boundary(self, cx_t, h):
+        h_rec = h if self.rec_mask is None else h * self.rec_mask
+        return cx_t + ops.matmul(h_rec, self.cell.recurrent_kernel)
+
+    def run_chunk(self, cx, m, h, out_prev, global_apply):
+        """`cx.shape[1]` steps from `h`; `global_apply(v, d)` = `d·A(t0)·v`.
+
+        Returns the outputs `(B, c, H)`, the new `h` and previous output, the stacked new
+        states `(B, c, H)`, their weights `w_j` in `A(t0 + c) = d·A(t0) + Σ_j w_j h_j h_jᵀ`,
+        and `d` (a Python float without a mask, else `(B, 1)`).
+        """
+        cell = self.cell
+        lam, eta = cell.decay, cell.fast_learning_rate
+        dtype = cx.dtype
+        length = cx.shape[1]
+        states, outputs, counts = [], [], []
+        count = None if m is None else ops.zeros_like(m[:, :1])
+
+        def weights_at(n_now):
+            """Weights of the chunk's states so far in `A` when `n_now` unmasked steps are done."""
+            if m is None:
+                w = [eta * lam ** (n_now - 1 - j) for j in range(len(states))]
+                return ops.convert_to_tensor(w, dtype=dtype)[None, :]
+            lam_t = ops.cast(lam, dtype)
+            exponents = ops.maximum(n_now - ops.concatenate(counts, axis=1) - 1.0, 0.0)
+            return eta * m[:, : len(states)] * ops.power(lam_t, exponents)
+
+        # Unstacked once: slicing step by step costs a full-size StridedSliceGrad per step.
+        cx_steps = ops.unstack(cx, axis=1)
+        m_steps = None if m is None else ops.unstack(m[:, :, None], axis=1)
+        for k in range(length):
+            if m is None:
+                decay_k = lam**k
+            else:
+                decay_k = ops.power(ops.cast(lam, dtype), count)
+            stacked = weights = None
+            if states:
+                stacked = ops.stack(states, axis=1)
+                weights = weights_at(k if m is None else count)
+
+            def fast_apply(v, decay_k=decay_k, stacked=stacked, weights=weights):
+                out = global_apply(v, decay_k)
+                if stacked is not None:
+                    # Products and sums, not einsum: TensorFlow's einsum kernels cost
+                    # ~0.1-0.3 ms each on these small tensors without XLA.
+                    scores = ops.sum(stacked * v[:, None, :], axis=-1) * weights
+                    out = out + ops.sum(scores[:, :, None] * stacked, axis=1)
+                return out
+
+            h_new = cell.settle(self.boundary(cx_steps[k], h), fast_apply)
+            if m is None:
+                h = out = h_new
+            else:
+                keep = m_steps[k] > 0
+                h = ops.where(keep, h_new, h)
+                out = ops.where(
+                    keep, h_new, ops.zeros_like(h_new) if self.zero_output_for_mask else out_prev
+                )
+                counts.append(count)
+                count = count + m_steps[k]
+            out_prev = out
+            states.append(h)
+            outputs.append(out)
+        end_weights = weights_at(length if m is None else count)
+        end_decay = lam**length if m is None else ops.power(ops.cast(lam, dtype), count)
+        return (
+            ops.stack(outputs, axis=1),
+            h,
+            out_prev,
+            ops.stack(states, axis=1),
+            end_weights,
+            end_decay,
+        )
+
+    @staticmethod
+    def matrix_apply(a):
+        def apply(v, d):
+            out = ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
+            return out if isinstance(d, float) and d == 1.0 else out * d
+
+        return apply
+
+    @staticmethod
+    def write_matrix(a, stacked, end_weights, end_decay):
+        if not isinstance(end_decay, float):
+            end_decay = end_decay[:, :, None]
+        weighted = ops.swapaxes(stacked * end_weights[:, :, None], 1, 2)
+        return end_decay * a + ops.matmul(weighted, stacked)
+
+    def __call__(self, projected, mask, h0, a0, return_sequences):
+        """Run the whole sequence; returns `(last output, outputs, h, A)`."""
+        units = self.cell.units
+        batch = ops.shape(projected)[0]
+        dtype = projected.dtype
+        steps = projected.shape[1]
+        if steps is None:
+            # Unknown length: pad to whole chunks with masked steps.
+            chunk = _CHUNK
+            steps_t = ops.shape(projected)[1]
+            pad = (-steps_t) % chunk
+            if mask is None:
+                mask = ops.ones((batch, steps_t), dtype="bool")
+            projected = ops.concatenate([projected, ops.zeros((batch, pad, units), dtype)], 1)
+            mask = ops.concatenate([mask, ops.zeros((batch, pad), "bool")], 1)
+            n_chunks, tail = None, 0
+        else:
+            chunk = max(1, min(_CHUNK, steps))
+            n_chunks, tail = divmod(steps, chunk)
+        m = None if mask is None else ops.cast(mask, dtype)
+        keep_out = m is not None and not self.zero_output_for_mask
+        main = None if n_chunks is None else n_chunks * chunk
+        body_x = ops.reshape(projected[:, :main], (batch, -1, chunk, units))
+        body = body_x  # the mask travels as one more feature: keras' TF loop wants one tensor
+        if m is not None:
+            body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, -1, chunk, 1))], -1)
+        out_prev0 = ops.zeros((batch, units), dtype)
+        memory = self.implementation == "memory"
+        if memory:
+            n_slots = n_chunks if n_chunks is not None else ops.shape(body_x)[1]
+            history = ops.zeros((batch, n_slots, chunk, units), dtype)
+            weight = ops.zeros((batch, n_slots, chunk), dtype)
+            position = ops.cast(ops.arange(n_slots) == 0, dtype)[None, :]
+            scale = ops.ones((batch, 1), dtype)
+            states = [h0, out_prev0, history, weight, position, scale]
+        else:
+            states = [h0, out_prev0, a0]
+        if not keep_out:
+            del states[1]
+
+        def step(inputs, states):
+            cx, mk = inputs, None
+            if m is not None:
+                cx, mk = inputs[..., :units], inputs[..., units]
+            states = list(states)
+            h = states.pop(0)
+            out_prev = states.pop(0) if keep_out else None
+            if memory:
+                history, weight, position, scale = states
+                flat_h = ops.reshape(history, (batch, -1, units))
+                flat_w = ops.reshape(weight, (batch, -1))
+
+                def global_apply(v, d):
+                    scores = ops.squeeze(ops.matmul(flat_h, v[:, :, None]), -1) * flat_w
+                    out = ops.squeeze(ops.matmul(scores[:, None, :], flat_h), 1)
+                    if self.with_a0:
+                        out = out + scale * ops.squeeze(ops.matmul(a0, v[:, :, None]), -1)
+                    return out if isinstance(d, float) and d == 1.0 else out * d
+
+            else:
+                (a,) = states
+                global_apply = self.matrix_apply(a)
+            outputs, h, out_prev, stacked, end_w, end_d = self.run_chunk(
+                cx, mk, h, out_prev, global_apply
+            )
+            if memory:
+                d = end_d if isinstance(end_d, float) else end_d[:, :, None]
+                new = position[:, :, None] > 0
+                weight = ops.where(new, end_w[:, None, :], weight * d)
+                history = ops.where(new[..., None], stacked[:, None], history)
+                position = ops.pad(position[:, :-1], [[0, 0], [1, 0]])
+                new_states = [history, weight, position, scale * end_d]
+            else:
+                new_states = [self.write_matrix(a, stacked, end_w, end_d)]
+            return outputs, [h] + ([out_prev] if keep_out else []) + new_states
+
+        last, outputs, states = keras_backend.rnn(
+            step,
+            body,
+            states,
+            mask=None,
+            unroll=False,
+            input_length=n_chunks,
+            return_all_outputs=return_sequences or steps is None,
+        )
+        h = states[0]
+        out_prev = states[1] if keep_out else None
+        if memory:
+            history, weight, _, scale = states[-4:]
+            flat_h = ops.reshape(history, (batch, -1, units))
+            a = ops.einsum("bti,btj->bij", flat_h * ops.reshape(weight, (batch, -1, 1)), flat_h)
+            if self.with_a0:
+                a = a + scale[:, :, None] * a0
+        else:
+            a = states[-1]
+        last = last[:, -1]
+        if return_sequences or steps is None:
+            outputs = ops.reshape(outputs, (batch, -1, units))
+        if tail:
+            # The last `tail < chunk` steps, outside the loop, on the matrix.
+            t_out, h, _, stacked, end_w, end_d = self.run_chunk(
+                projected[:, main:],
+                None if m is None else m[:, main:],
+                h,
+                out_prev,
+                self.matrix_apply(a),
+            )
+            a = self.write_matrix(a, stacked, end_w, end_d)
+            last = t_out[:, -1]
+            if return_sequences:
+                outputs = ops.concatenate([outputs, t_out], axis=1)
+        if steps is None:
+            outputs = outputs[:, : ops.shape(projected)[1] - pad]  # drop the padding
+            last = outputs[:, -1]
+        return last, outputs, h, a

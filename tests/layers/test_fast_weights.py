@@ -203,10 +203,11 @@ def _layer_pair(units, **kwargs):
 
 
 @requires_tensorflow  # tf.GradientTape
+@pytest.mark.parametrize("steps", [8, 21])  # one loop chunk; two chunks and a tail
 @pytest.mark.parametrize("with_initial_state", [False, True])
-def test_implementations_agree_on_outputs_and_gradients(with_initial_state):
+def test_implementations_agree_on_outputs_and_gradients(with_initial_state, steps):
     rng = np.random.default_rng(5)
-    batch, steps, dim, units = 3, 8, 4, 6
+    batch, dim, units = 3, 4, 6
     x = tf.constant(rng.normal(size=(batch, steps, dim)).astype("float32"))
     mask = tf.constant(ragged_mask(rng, batch, steps))
     target = rng.normal(size=(batch, steps, units)).astype("float32")
@@ -235,6 +236,105 @@ def test_implementations_agree_on_outputs_and_gradients(with_initial_state):
     for m, e in zip(results["memory"], results["matrix"], strict=True):
         scale = max(1.0, np.abs(e).max())
         np.testing.assert_allclose(m / scale, e / scale, atol=1e-5, rtol=0)
+
+
+def chunk_crossing_mask(rng, batch, steps):
+    """A ragged mask with masked runs across the loop's chunk boundaries (chunks of 8)."""
+    mask = ragged_mask(rng, batch, steps)
+    mask[1, 6:11] = False  # across the first boundary
+    mask[2, 8:16] = False  # one whole chunk
+    mask[2, 19:] = False  # the tail
+    return mask
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_several_loop_chunks_match_numpy(implementation, go_backwards):
+    """T = 21 runs as two chunks of 8 steps in the loop and a tail of 5 after it."""
+    rng = np.random.default_rng(13)
+    batch, steps, dim, units = 3, 21, 3, 5
+    x = rng.normal(size=(batch, steps, dim)).astype("float32")
+    mask = chunk_crossing_mask(rng, batch, steps)
+    h0 = np.abs(rng.normal(size=(batch, units))).astype("float32")
+    a0 = rng.normal(scale=0.3, size=(batch, units, units)).astype("float32")
+    layer = FastWeightsRNN(
+        units,
+        inner_steps=2,
+        decay=0.85,
+        fast_learning_rate=0.4,
+        go_backwards=go_backwards,
+        return_sequences=True,
+        return_state=True,
+        implementation=implementation,
+    )
+    layer.build((batch, steps, dim))
+    weights = random_weights(rng, dim, units)
+    set_weights(layer, weights)
+    kwargs = dict(
+        inner_steps=2, decay=0.85, eta=0.4, use_layer_norm=True, go_backwards=go_backwards
+    )
+    for state in (None, [h0, a0]):
+        flat_state = None if state is None else [h0, a0.reshape(batch, -1)]
+        for m in (None, mask):
+            outputs, h, a = numpy_out(layer(x, initial_state=flat_state, mask=m))
+            ref_out, ref_h, ref_a = numpy_fast_weights(
+                x,
+                weights,
+                units,
+                mask=m,
+                h0=None if state is None else h0,
+                a0=None if state is None else a0,
+                **kwargs,
+            )
+            if m is not None:
+                # As in Keras's RNN loop: masked steps before the first unmasked one
+                # output zeros (later masked steps repeat the previous output).
+                seen = np.cumsum(m[:, ::-1] if go_backwards else m, axis=1) > 0
+                ref_out = np.where(seen[..., None], ref_out, 0.0)
+            np.testing.assert_allclose(outputs, ref_out, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(a.reshape(ref_a.shape), ref_a, rtol=1e-4, atol=1e-4)
+    # Bidirectional sets `zero_output_for_mask`: masked steps then output zeros.
+    layer.zero_output_for_mask = True
+    outputs = numpy_out(layer(x, mask=mask))[0]
+    ref_out = numpy_fast_weights(x, weights, units, mask=mask, **kwargs)[0]
+    processed_mask = mask[:, ::-1] if go_backwards else mask
+    np.testing.assert_allclose(
+        outputs, np.where(processed_mask[..., None], ref_out, 0.0), atol=1e-4
+    )
+
+
+@requires_tensorflow  # a `tf.function` with an unknown time axis
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_unknown_sequence_length_matches_numpy(implementation):
+    rng = np.random.default_rng(17)
+    batch, dim, units = 3, 3, 4
+    layer = FastWeightsRNN(
+        units, return_sequences=True, return_state=True, implementation=implementation
+    )
+    layer.build((batch, None, dim))
+    weights = random_weights(rng, dim, units)
+    set_weights(layer, weights)
+
+    @tf.function(
+        input_signature=[tf.TensorSpec((None, None, dim)), tf.TensorSpec((None, None), tf.bool)]
+    )
+    def run(x, mask):
+        return layer(x, mask=mask)
+
+    for steps in (1, 8, 13, 21):
+        x = rng.normal(size=(batch, steps, dim)).astype("float32")
+        mask = (
+            chunk_crossing_mask(rng, batch, steps) if steps > 16 else ragged_mask(rng, batch, steps)
+        )
+        outputs, h, a = numpy_out(run(x, mask))
+        ref_out, ref_h, ref_a = numpy_fast_weights(
+            x, weights, units, inner_steps=1, decay=0.95, eta=0.5, use_layer_norm=True, mask=mask
+        )
+        assert outputs.shape == (batch, steps, units)
+        np.testing.assert_allclose(outputs, ref_out, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(h, ref_h, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a.reshape(ref_a.shape), ref_a, rtol=1e-4, atol=1e-4)
 
 
 def test_masked_steps_leave_h_and_a_unchanged():
