@@ -10,9 +10,12 @@ from keras_normkit._validation import check_choice, check_int, check_number, che
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
 
-# `implementation="auto"` uses the memory form when T <= _AUTO_MEMORY_RATIO * units (the
-# time axis must be static). The ratio was measured with benchmarks/bench_fast_weights.py.
-_AUTO_MEMORY_RATIO = 1.0
+# `implementation="auto"` uses the memory form when units >= _AUTO_MEMORY_MIN_UNITS and
+# T <= _AUTO_MEMORY_RATIO * units (static T). Measured with benchmarks/bench_fast_weights.py:
+# the crossover is near T = units / 2 without XLA and near T = units with XLA; below 48
+# units the matrix form is about as fast or faster at every T.
+_AUTO_MEMORY_RATIO = 0.8
+_AUTO_MEMORY_MIN_UNITS = 48
 
 # Steps per iteration of the time loop (see `_ChunkedLoop`).
 _CHUNK = 8
@@ -39,7 +42,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
     flattened, shape `(batch, units * units)` (`ops.reshape(A, (-1, units, units))`
     recovers the matrix). Use the cell inside `keras.layers.RNN` (or `Bidirectional`);
     for speed prefer the `FastWeightsRNN` layer, which runs the same step with the input
-    projection of all time steps done in one matmul.
+    projection of all time steps done in one matmul and 8 steps per loop iteration.
 
     Args:
         units: Positive integer, dimensionality of the state `h`.
@@ -290,16 +293,22 @@ class FastWeightsRNN(keras.layers.RNN):
     * `"matrix"` carries `A` (`(batch, units, units)`), `O(B·H²)` work per step;
     * `"memory"` never forms `A`: it keeps the history of states and uses
       `A(t)·h = η Σ_τ λ^{t-τ} h(τ)(h(τ)ᵀh)`, `O(B·T·H)` work per step; it is faster when the
-      sequence is short relative to `units`. (Back-propagation stores the per-step carry in
-      both: `B·H²` per step for `"matrix"`, `B·T·H` per step for `"memory"`.)
+      sequence is short relative to `units`.
 
-    Consider `jit_compile=True`: with XLA a CPU training step was up to 3.5x faster in
-    `benchmarks/bench_fast_weights.py` (though not in every run on a loaded machine).
+    Both run 8 steps per iteration of the time loop: inside such a chunk the chunk's own new
+    states are applied from a small stack,
+    `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
+    written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
+    `B·T·H`). Sequences of up to 12 steps run as one chunk.
 
-    `"auto"` picks `"memory"` when the time axis is static and `T <= units` (measured
-    by `benchmarks/bench_fast_weights.py`), else `"matrix"`, and always `"matrix"` for
-    `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are
-    `[h, A]` with `A` flattened to `(batch, units * units)`, as for the cell.
+    Use `jit_compile=True` on CPU if you can: with XLA a training step was 2.5-4x faster in
+    `benchmarks/bench_fast_weights.py` (1.1-2.0x an LSTM's time, against 2.8-4.5x without).
+
+    `"auto"` picks `"memory"` when the time axis is static, `units >= 48` and
+    `T <= 0.8 * units` (measured by `benchmarks/bench_fast_weights.py`), else `"matrix"`,
+    and always `"matrix"` for `stateful=True`. Masked (padded) steps leave `h` and `A`
+    unchanged. States are `[h, A]` with `A` flattened to `(batch, units * units)`, as for
+    the cell.
 
     Args:
         units: Positive integer, dimensionality of the state `h`.
@@ -420,7 +429,10 @@ class FastWeightsRNN(keras.layers.RNN):
             return self.implementation
         if self.stateful or timesteps is None:
             return "matrix"
-        return "memory" if timesteps <= _AUTO_MEMORY_RATIO * self.units else "matrix"
+        units = self.units
+        if units >= _AUTO_MEMORY_MIN_UNITS and timesteps <= _AUTO_MEMORY_RATIO * units:
+            return "memory"
+        return "matrix"
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         # The memory form skips the `A(0)·h` term when A(0) is known to be zero.

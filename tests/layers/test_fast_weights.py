@@ -545,8 +545,10 @@ def test_get_config_is_exactly_the_constructor(cls):
 
 
 def test_auto_rule():
-    assert FastWeightsRNN(64).resolve_implementation(64) == "memory"
-    assert FastWeightsRNN(64).resolve_implementation(65) == "matrix"
+    assert FastWeightsRNN(64).resolve_implementation(51) == "memory"  # T <= 0.8 units
+    assert FastWeightsRNN(64).resolve_implementation(52) == "matrix"
+    assert FastWeightsRNN(50).resolve_implementation(11) == "memory"
+    assert FastWeightsRNN(32).resolve_implementation(4) == "matrix"  # small: always matrix
     assert FastWeightsRNN(64).resolve_implementation(None) == "matrix"
     assert FastWeightsRNN(64, stateful=True).resolve_implementation(4) == "matrix"
     assert FastWeightsRNN(64, implementation="memory").resolve_implementation(999) == "memory"
