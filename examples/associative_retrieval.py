@@ -141,14 +141,26 @@ def train(
     )
     rng = np.random.default_rng(seed)
     order, cursor, done = rng.permutation(len(x_train)), 0, 0
+
+    def next_indices(count):
+        """The next `count` training indices, in epochs of fresh permutations."""
+        nonlocal order, cursor
+        parts = []
+        while count > 0:
+            if cursor == len(order):
+                order, cursor = rng.permutation(len(x_train)), 0
+            take = min(count, len(order) - cursor)
+            parts.append(order[cursor : cursor + take])
+            cursor, count = cursor + take, count - take
+        return np.concatenate(parts)
+
     curve, start = [], time.perf_counter()
     while done < updates:
         chunk = min(eval_every, updates - done)
-        need = chunk * batch_size
-        if cursor + need > len(order):
-            order, cursor = rng.permutation(len(x_train)), 0
-        idx = order[cursor : cursor + need]
-        cursor += need
+        # Exactly `chunk` batches (an earlier version capped them at one pass over the
+        # training set, i.e. at 782 updates per evaluation for 100k sequences, while
+        # counting `chunk`).
+        idx = next_indices(chunk * batch_size)
         hist = model.fit(
             x_train[idx], y_train[idx], batch_size=batch_size, epochs=1, shuffle=False, verbose=0
         )

@@ -27,6 +27,25 @@ def test_task_generator_follows_the_definition():
     assert not np.array_equal(tokens, ar.make_task(500, pairs=4, seed=4)[0])
 
 
+def test_train_runs_exactly_the_requested_updates():
+    """More updates per evaluation than one pass over the training set holds."""
+    sizes = {"pairs": 2, "num_keys": 8, "num_values": 4}
+    train = ar.make_task(100, seed=0, **sizes)
+    val = ar.make_task(50, seed=1, **sizes)
+    model = ar.build_model("lstm", 4, vocab=13, num_classes=4, embed=4, seed=0)
+    curve = ar.train(
+        model,
+        (train, val),
+        updates=70,
+        batch_size=10,
+        eval_every=30,
+        jit_compile=False,
+        verbose=False,
+    )
+    assert [p["updates"] for p in curve] == [30, 60, 70]
+    assert int(model.optimizer.iterations.numpy()) == 70
+
+
 @pytest.mark.slow
 def test_fast_weights_learns_reduced_task():
     """K = 2 pairs of 8 keys and 4 values (length 7): FastWeightsRNN reaches >= 90 %."""
