@@ -115,6 +115,7 @@ def train(
     batch_size=128,
     learning_rate=1e-3,
     schedule="constant",
+    schedule_updates=None,
     eval_every=500,
     target_accuracy=None,
     max_seconds=None,
@@ -124,6 +125,9 @@ def train(
 ):
     """Train for `updates` steps; returns the learning curve as a list of dicts.
 
+    `schedule="cosine"` decays the learning rate over `schedule_updates` steps (default:
+    `updates`) down to 5 % of `learning_rate`.
+
     Stops early once the validation accuracy reaches `target_accuracy` or after
     `max_seconds` of wall time (checked at every evaluation, each `eval_every` updates).
     """
@@ -131,7 +135,7 @@ def train(
     lr = learning_rate
     if schedule == "cosine":
         lr = keras.optimizers.schedules.CosineDecay(
-            learning_rate, updates, alpha=0.05, warmup_target=None
+            learning_rate, schedule_updates or updates, alpha=0.05, warmup_target=None
         )
     model.compile(
         keras.optimizers.Adam(lr, clipnorm=5.0),
@@ -195,6 +199,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--schedule", choices=["constant", "cosine"], default="constant")
+    parser.add_argument(
+        "--schedule-updates",
+        type=int,
+        default=None,
+        help="cosine decay length (default: --updates)",
+    )
     parser.add_argument("--decay", type=float, default=0.9)
     parser.add_argument("--eta", type=float, default=0.5)
     parser.add_argument("--inner-steps", type=int, default=1)
@@ -225,6 +235,7 @@ def main():
         batch_size=args.batch_size,
         learning_rate=args.lr,
         schedule=args.schedule,
+        schedule_updates=args.schedule_updates,
         eval_every=args.eval_every,
         target_accuracy=0.999,
         max_seconds=args.max_seconds,
