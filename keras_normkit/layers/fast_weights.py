@@ -214,7 +214,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         if self.use_bias:
             boundary = boundary + self.bias
         a = ops.reshape(a_flat, (-1, self.units, self.units))
-        h = self.settle(boundary, lambda v: ops.squeeze(ops.matmul(a, v[:, :, None]), -1))
+        h = self.settle(boundary, lambda v: _matvec(a, v))
         a = self.hebbian_update(a, h)
         return h, [h, ops.reshape(a, (-1, self.units * self.units))]
 
@@ -491,6 +491,16 @@ class FastWeightsRNN(keras.layers.RNN):
         return cls(**config)
 
 
+def _matvec(a, v):
+    """`A·v` for a batch of matrices `(B, H, H)` and vectors `(B, H)`."""
+    return ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
+
+
+def _scaled(x, d):
+    """`d·x`, skipping the product for the Python float 1."""
+    return x if isinstance(d, float) and d == 1.0 else x * d
+
+
 class _ChunkedLoop:
     """The `FastWeightsRNN` recurrence, run `chunk` steps per iteration of the time loop.
 
@@ -588,11 +598,7 @@ class _ChunkedLoop:
 
     @staticmethod
     def matrix_apply(a):
-        def apply(v, d):
-            out = ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
-            return out if isinstance(d, float) and d == 1.0 else out * d
-
-        return apply
+        return lambda v, d: _scaled(_matvec(a, v), d)
 
     @staticmethod
     def write_matrix(a, stacked, end_weights, end_decay):
@@ -659,8 +665,8 @@ class _ChunkedLoop:
                     scores = ops.squeeze(ops.matmul(flat_h, v[:, :, None]), -1) * flat_w
                     out = ops.squeeze(ops.matmul(scores[:, None, :], flat_h), 1)
                     if self.with_a0:
-                        out = out + scale * ops.squeeze(ops.matmul(a0, v[:, :, None]), -1)
-                    return out if isinstance(d, float) and d == 1.0 else out * d
+                        out = out + scale * _matvec(a0, v)
+                    return _scaled(out, d)
 
             else:
                 (a,) = states
