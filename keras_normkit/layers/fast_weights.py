@@ -685,6 +685,7 @@ class _ChunkedLoop:
                 new_states = [self.write_matrix(a, stacked, end_w, end_d)]
             return outputs, [h] + ([out_prev] if keep_out else []) + new_states
 
+        all_outputs = return_sequences or steps is None
         last, outputs, states = keras_backend.rnn(
             step,
             body,
@@ -692,7 +693,7 @@ class _ChunkedLoop:
             mask=None,
             unroll=False,
             input_length=n_chunks,
-            return_all_outputs=return_sequences or steps is None,
+            return_all_outputs=all_outputs,
         )
         h = states[0]
         out_prev = states[1] if keep_out else None
@@ -705,7 +706,7 @@ class _ChunkedLoop:
         else:
             a = states[-1]
         last = last[:, -1]
-        if return_sequences or steps is None:
+        if all_outputs:
             outputs = ops.reshape(outputs, (batch, -1, units))
         if tail:
             # The last `tail < chunk` steps, outside the loop, on the matrix.
