@@ -6,16 +6,18 @@ from keras.src import backend as keras_backend
 from keras.src import tree
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from keras_normkit._compilation import can_compile_cluster, xla_compiled, xla_compiling
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
 
-# `implementation="auto"` uses the memory form when units >= _AUTO_MEMORY_MIN_UNITS and
-# T <= _AUTO_MEMORY_RATIO * units (static T). Measured with benchmarks/bench_fast_weights.py:
-# the crossover is near T = units / 2 without XLA and near T = units with XLA; below 48
-# units the matrix form is about as fast or faster at every T.
-_AUTO_MEMORY_RATIO = 0.8
-_AUTO_MEMORY_MIN_UNITS = 48
+# `implementation="auto"` uses the memory form when the time axis is static and
+# units >= min_units and T <= ratio * units, with (min_units, ratio) per way the loop runs:
+# "plain" graph ops (eager, inference without jit_compile, torch), "xla_clusters" (a
+# TensorFlow training step without jit_compile, see `inner_loop`) or "xla" (jit_compile=True,
+# JAX). Measured with benchmarks/bench_fast_weights.py (grid section): the crossover is near
+# T = units / 2, 0.85 * units and units respectively.
+_AUTO_MEMORY_RULE = {"plain": (64, 0.5), "xla_clusters": (48, 0.8), "xla": (48, 1.0)}
 
 # Steps per iteration of the time loop (see `_ChunkedLoop`).
 _CHUNK = 8
@@ -176,10 +178,15 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
 
     # -- the math shared by the cell and the FastWeightsRNN layer -------------------------
 
-    def layer_norm(self, z):
-        """Per-example layer norm over the feature axis (in float32 for half dtypes)."""
+    def layer_norm(self, z, gamma=None, beta=None):
+        """Per-example layer norm over the feature axis (in float32 for half dtypes).
+
+        `gamma`, `beta`: the gain and bias as tensors (default: this cell's weights).
+        """
         if not self.use_layer_norm:
             return z
+        gamma = self.gamma if gamma is None else gamma
+        beta = self.beta if beta is None else beta
         dtype = z.dtype
         if _half(dtype):
             z = ops.cast(z, "float32")
@@ -187,14 +194,14 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         centered = z - mean
         variance = ops.mean(ops.square(centered), axis=-1, keepdims=True)
         normed = centered * ops.rsqrt(variance + self.layer_norm_epsilon)
-        normed = normed * ops.cast(self.gamma, normed.dtype) + ops.cast(self.beta, normed.dtype)
+        normed = normed * ops.cast(gamma, normed.dtype) + ops.cast(beta, normed.dtype)
         return ops.cast(normed, dtype)
 
-    def settle(self, boundary, fast_apply):
+    def settle(self, boundary, fast_apply, gamma=None, beta=None):
         """`h_0 = f(LN(b))`, then `S` times `h <- f(LN(b + A·h))`; `fast_apply(h) = A·h`."""
-        h = self.activation(self.layer_norm(boundary))
+        h = self.activation(self.layer_norm(boundary, gamma, beta))
         for _ in range(self.inner_steps):
-            h = self.activation(self.layer_norm(boundary + fast_apply(h)))
+            h = self.activation(self.layer_norm(boundary + fast_apply(h), gamma, beta))
         return h
 
     def hebbian_update(self, a, h):
@@ -301,12 +308,19 @@ class FastWeightsRNN(keras.layers.RNN):
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
     `B·T·H`). Sequences of up to 12 steps run as one chunk.
 
-    Use `jit_compile=True` on CPU if you can: with XLA a training step was 2.5-4x faster in
-    `benchmarks/bench_fast_weights.py` (1.1-2.0x an LSTM's time, against 2.8-4.5x without).
+    Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
+    call (`training=True`) with a static number of steps inside a graph that is not
+    XLA-compiled — `fit` with the CPU default `jit_compile="auto"` — runs the loop as an
+    XLA cluster, and its gradient as a
+    second one that recomputes the forward pass: 2-4x faster than the plain graph in
+    `benchmarks/bench_fast_weights.py`. Eager calls, inference and `tf.distribute` runs keep
+    the plain graph, so exported SavedModels never need XLA.
 
-    `"auto"` picks `"memory"` when the time axis is static, `units >= 48` and
-    `T <= 0.8 * units` (measured by `benchmarks/bench_fast_weights.py`), else `"matrix"`,
-    and always `"matrix"` for `stateful=True`. Masked (padded) steps leave `h` and `A`
+    `"auto"` picks `"memory"` when the time axis is static and `T <= units` with XLA
+    (`jit_compile=True`, the JAX backend), `T <= 0.8 * units` as XLA clusters (both for
+    `units >= 48`), `T <= units / 2` and `units >= 64` otherwise (the crossovers measured
+    by `benchmarks/bench_fast_weights.py`); else `"matrix"`, and always `"matrix"` for
+    `stateful=True`. Masked (padded) steps leave `h` and `A`
     unchanged. States are `[h, A]` with `A` flattened to `(batch, units * units)`, as for
     the cell.
 
@@ -423,14 +437,21 @@ class FastWeightsRNN(keras.layers.RNN):
     def units(self):
         return self.cell.units
 
-    def resolve_implementation(self, timesteps):
-        """The implementation used for sequences of `timesteps` steps (`None`: unknown)."""
+    def resolve_implementation(self, timesteps, mode=None):
+        """The implementation used for sequences of `timesteps` steps (`None`: unknown).
+
+        `mode`: how the loop runs, `"plain"` (graph ops), `"xla_clusters"` or `"xla"`;
+        `None`: `"xla"` if the backend is compiling with XLA while tracing (inside
+        `model.compile(jit_compile=True)`, on JAX), else `"plain"`.
+        """
         if self.implementation != "auto":
             return self.implementation
         if self.stateful or timesteps is None:
             return "matrix"
-        units = self.units
-        if units >= _AUTO_MEMORY_MIN_UNITS and timesteps <= _AUTO_MEMORY_RATIO * units:
+        if mode is None:
+            mode = "xla" if xla_compiling() else "plain"
+        min_units, ratio = _AUTO_MEMORY_RULE[mode]
+        if self.units >= min_units and timesteps <= ratio * self.units:
             return "memory"
         return "matrix"
 
@@ -457,16 +478,43 @@ class FastWeightsRNN(keras.layers.RNN):
         if self.go_backwards:
             projected = ops.flip(projected, axis=1)
             mask = None if mask is None else ops.flip(mask, axis=1)
-        implementation = self.resolve_implementation(projected.shape[1])
+        # Without XLA the loop is hundreds of tiny kernels per step: in a TensorFlow training
+        # step that is not XLA-compiled, it runs as compiled clusters (forward; gradient).
+        # Not for an unknown T: XLA would compile again for every new length.
+        compile_loop = training and projected.shape[1] is not None and can_compile_cluster()
+        implementation = self.resolve_implementation(
+            projected.shape[1], "xla_clusters" if compile_loop else None
+        )
         loop = _ChunkedLoop(
             cell,
             implementation,
-            rec_mask=rec_mask,
             zero_output_for_mask=self.zero_output_for_mask,
             zero_initial_fast_weights=self._zero_initial_fast_weights,
         )
-        a0 = ops.reshape(a0, (-1, units, units))
-        last, outputs, h_last, a_last = loop(projected, mask, h0, a0, self.return_sequences)
+        # Everything the loop reads, as tensors (the weights read here, under the layer's
+        # autocast scope), so that it can also run as one XLA cluster.
+        tensors = {
+            "projected": projected,
+            "h0": h0,
+            "a0": ops.reshape(a0, (-1, units, units)),
+            "recurrent_kernel": ops.convert_to_tensor(cell.recurrent_kernel),
+            "mask": mask,
+            "rec_mask": rec_mask,
+        }
+        if cell.use_layer_norm:
+            tensors["gamma"] = ops.convert_to_tensor(cell.gamma)
+            tensors["beta"] = ops.convert_to_tensor(cell.beta)
+        names = [name for name, value in tensors.items() if value is not None]
+
+        def run(*values):
+            last, outputs, h, a = loop(dict(zip(names, values, strict=True)), self.return_sequences)
+            return (last, h, a) if outputs is None else (last, h, a, outputs)
+
+        if compile_loop:
+            run = xla_compiled(run)
+        last, h_last, a_last, *outputs = run(*(tensors[name] for name in names))
+        # keras.layers.RNN casts `outputs` even when it returns only the last output.
+        outputs = outputs[0] if outputs else last[:, None]
         return last, outputs, [h_last, ops.reshape(a_last, (-1, units * units))]
 
     def get_config(self):
@@ -513,18 +561,17 @@ class _ChunkedLoop:
     chunk instead of once per step, and the per-step write of `A` disappears.
     """
 
-    def __init__(
-        self, cell, implementation, rec_mask, zero_output_for_mask, zero_initial_fast_weights
-    ):
+    def __init__(self, cell, implementation, zero_output_for_mask, zero_initial_fast_weights):
         self.cell = cell
         self.implementation = implementation
-        self.rec_mask = rec_mask
         self.zero_output_for_mask = zero_output_for_mask
         self.with_a0 = not zero_initial_fast_weights
+        self.weights = None  # set by `__call__`
 
     def boundary(self, cx_t, h):
-        h_rec = h if self.rec_mask is None else h * self.rec_mask
-        return cx_t + ops.matmul(h_rec, self.cell.recurrent_kernel)
+        rec_mask = self.weights.get("rec_mask")
+        h_rec = h if rec_mask is None else h * rec_mask
+        return cx_t + ops.matmul(h_rec, self.weights["recurrent_kernel"])
 
     def run_chunk(self, cx, m, h, out_prev, global_apply):
         """`cx.shape[1]` steps from `h`; `global_apply(v, d)` = `d·A(t0)·v`.
@@ -571,7 +618,12 @@ class _ChunkedLoop:
                     out = out + ops.sum(scores[:, :, None] * stacked, axis=1)
                 return out
 
-            h_new = cell.settle(self.boundary(cx_steps[k], h), fast_apply)
+            h_new = cell.settle(
+                self.boundary(cx_steps[k], h),
+                fast_apply,
+                self.weights.get("gamma"),
+                self.weights.get("beta"),
+            )
             if m is None:
                 h = out = h_new
             else:
@@ -607,8 +659,14 @@ class _ChunkedLoop:
         weighted = ops.swapaxes(stacked * end_weights[:, :, None], 1, 2)
         return end_decay * a + ops.matmul(weighted, stacked)
 
-    def __call__(self, projected, mask, h0, a0, return_sequences):
-        """Run the whole sequence; returns `(last output, outputs, h, A)`."""
+    def __call__(self, tensors, return_sequences):
+        """Run the whole sequence; returns `(last output, outputs or None, h, A)`.
+
+        `tensors`: `projected` (`C·x + bias`, `(B, T, H)`), `h0`, `a0` (`(B, H, H)`),
+        `recurrent_kernel` and, when used, `mask`, `rec_mask`, `gamma` and `beta`.
+        """
+        self.weights = tensors
+        projected, mask, h0, a0 = (tensors.get(k) for k in ("projected", "mask", "h0", "a0"))
         units = self.cell.units
         batch = ops.shape(projected)[0]
         dtype = projected.dtype
@@ -724,4 +782,4 @@ class _ChunkedLoop:
         if steps is None:
             outputs = outputs[:, : ops.shape(projected)[1] - pad]  # drop the padding
             last = outputs[:, -1]
-        return last, outputs, h, a
+        return last, (outputs if return_sequences else None), h, a

@@ -505,13 +505,157 @@ def test_get_config_is_exactly_the_constructor(cls):
 
 
 def test_auto_rule():
-    assert FastWeightsRNN(64).resolve_implementation(51) == "memory"  # T <= 0.8 units
-    assert FastWeightsRNN(64).resolve_implementation(52) == "matrix"
-    assert FastWeightsRNN(50).resolve_implementation(11) == "memory"
-    assert FastWeightsRNN(32).resolve_implementation(4) == "matrix"  # small: always matrix
-    assert FastWeightsRNN(64).resolve_implementation(None) == "matrix"
-    assert FastWeightsRNN(64, stateful=True).resolve_implementation(4) == "matrix"
-    assert FastWeightsRNN(64, implementation="memory").resolve_implementation(999) == "memory"
+    # Plain graph ops: memory iff units >= 64 and T <= units / 2.
+    assert FastWeightsRNN(64).resolve_implementation(32, "plain") == "memory"
+    assert FastWeightsRNN(64).resolve_implementation(33, "plain") == "matrix"
+    assert FastWeightsRNN(63).resolve_implementation(8, "plain") == "matrix"
+    # XLA clusters: memory iff units >= 48 and T <= 0.8 units.
+    assert FastWeightsRNN(50).resolve_implementation(40, "xla_clusters") == "memory"
+    assert FastWeightsRNN(50).resolve_implementation(41, "xla_clusters") == "matrix"
+    assert FastWeightsRNN(47).resolve_implementation(4, "xla_clusters") == "matrix"
+    # XLA: memory iff units >= 48 and T <= units.
+    assert FastWeightsRNN(48).resolve_implementation(48, "xla") == "memory"
+    assert FastWeightsRNN(48).resolve_implementation(49, "xla") == "matrix"
+    assert FastWeightsRNN(47).resolve_implementation(4, "xla") == "matrix"
+    for mode in ("plain", "xla_clusters", "xla"):
+        assert FastWeightsRNN(256).resolve_implementation(None, mode) == "matrix"
+        layer = FastWeightsRNN(256, stateful=True)
+        assert layer.resolve_implementation(4, mode) == "matrix"
+        layer = FastWeightsRNN(8, implementation="memory")
+        assert layer.resolve_implementation(999, mode) == "memory"
+    # Eager calls are plain ops on TensorFlow (JAX always compiles).
+    expected = "memory" if keras.backend.backend() == "jax" else "matrix"
+    assert FastWeightsRNN(48).resolve_implementation(24) == expected
+
+
+class _Traced(Exception):
+    """Stops a trace once `"auto"` has chosen (nothing is compiled or run)."""
+
+
+@requires_tensorflow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_auto_follows_the_compile_mode(monkeypatch, jit_compile):
+    chosen = []
+    resolve = FastWeightsRNN.resolve_implementation
+
+    def spy(self, timesteps, mode=None):
+        chosen.append((self.units, resolve(self, timesteps, mode)))
+        if len(chosen) == 2:
+            raise _Traced
+        return chosen[-1][1]
+
+    inputs = keras.Input((44, 3))
+    outputs = [FastWeightsRNN(units)(inputs) for units in (48, 64)]
+    model = keras.Model(inputs, keras.layers.Concatenate()(outputs))
+    model.compile("sgd", "mse", jit_compile=jit_compile)
+    monkeypatch.setattr(FastWeightsRNN, "resolve_implementation", spy)
+    x = np.zeros((4, 44, 3), "float32")
+    # T = 44: memory with XLA for both; as XLA clusters (training without jit_compile)
+    # only for 64 units (44 <= 0.8 * 64); with plain ops (inference without jit_compile)
+    # for neither (44 > 64 / 2).
+    with pytest.raises(_Traced):
+        model.fit(x, np.zeros((4, 112), "float32"), verbose=0)
+    assert chosen == [(48, "memory" if jit_compile else "matrix"), (64, "memory")]
+    chosen.clear()
+    with pytest.raises(_Traced):
+        model.predict(x, verbose=0)
+    kind = "memory" if jit_compile else "matrix"
+    assert chosen == [(48, kind), (64, kind)]
+
+
+@requires_tensorflow
+@pytest.mark.parametrize(
+    "implementation, return_sequences, use_layer_norm, recurrent_dropout",
+    [("matrix", True, True, 0.3), ("memory", False, False, 0.0)],
+)
+def test_loop_compiled_as_xla_clusters_matches_plain_graph(
+    monkeypatch, implementation, return_sequences, use_layer_norm, recurrent_dropout
+):
+    """A training step without jit_compile runs the loop as XLA clusters (forward, and the
+    gradient by recomputation): same outputs and gradients as the plain TensorFlow graph
+    (in float64, so that the two orders of computation agree to round-off)."""
+    import keras_normkit.layers.fast_weights as fw_module
+
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(3, 21, 4))
+    mask = ragged_mask(rng, 3, 21)
+    h0 = rng.normal(scale=0.3, size=(3, 5))
+    a0 = rng.normal(scale=0.1, size=(3, 25))
+    coeffs = rng.normal(size=(3, 21 if return_sequences else 1, 5))
+    weights = random_weights(rng, 4, 5, scale=0.5 if use_layer_norm else 0.15)
+    # Without layer norm the Hebbian feedback must stay bounded over 21 steps.
+    decay, eta = (0.95, 0.5) if use_layer_norm else (0.8, 0.1)
+
+    def gradients():
+        layer = FastWeightsRNN(
+            5,
+            use_layer_norm=use_layer_norm,
+            decay=decay,
+            fast_learning_rate=eta,
+            recurrent_dropout=recurrent_dropout,
+            seed=3,  # the same dropout mask in both runs
+            return_sequences=return_sequences,
+            return_state=True,
+            implementation=implementation,
+            dtype="float64",
+        )
+        layer.build(x.shape)
+        layer.set_weights(weights[: len(layer.weights)])
+
+        @tf.function
+        def step(x, h0, a0):
+            with tf.GradientTape() as tape:
+                tape.watch([x, h0, a0])
+                out, h, a = layer(x, mask=mask, initial_state=[h0, a0], training=True)
+                loss = tf.reduce_sum(tf.reshape(out, coeffs.shape) * coeffs)
+                loss += tf.reduce_sum(h) + 0.1 * tf.reduce_sum(a)
+            return [loss] + tape.gradient(loss, [x, h0, a0] + layer.trainable_weights)
+
+        return numpy_out(step(x, h0, a0))
+
+    wrapped = []
+    real = fw_module.xla_compiled
+    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or real(fn))
+    compiled = gradients()
+    assert wrapped  # the loop did run as XLA clusters
+    monkeypatch.setattr(fw_module, "can_compile_cluster", lambda: False)
+    plain = gradients()
+    assert len(compiled) == len(plain) == 4 + (5 if use_layer_norm else 3)
+    for got, expected in zip(compiled, plain, strict=True):
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
+@requires_tensorflow
+def test_unknown_length_training_keeps_the_plain_graph(monkeypatch):
+    # XLA would compile again for every new sequence length.
+    import keras_normkit.layers.fast_weights as fw_module
+
+    wrapped = []
+    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or fn)
+    layer = FastWeightsRNN(4)
+    spec = tf.TensorSpec((2, None, 3), "float32")
+    tf.function(lambda x: layer(x, training=True), input_signature=[spec])(np.ones((2, 5, 3)))
+    assert not wrapped
+    tf.function(lambda x: layer(x, training=True))(np.ones((2, 5, 3), "float32"))
+    assert wrapped  # static length: compiled
+
+
+@requires_tensorflow
+def test_mixed_precision_training_without_jit():
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = keras.Sequential(
+            [keras.Input((12, 3)), FastWeightsRNN(8), keras.layers.Dense(1, dtype="float32")]
+        )
+    finally:
+        keras.config.set_dtype_policy("float32")
+    model.compile("adam", "mse", jit_compile=False)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(16, 12, 3)).astype("float32")
+    y = x.sum(axis=(1, 2))[:, None] / 6
+    losses = model.fit(x, y, epochs=3, batch_size=16, verbose=0).history["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
 
 
 @settings(max_examples=6)
