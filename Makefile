@@ -35,7 +35,7 @@ $(VENV)/.installed-jax: $(BIN)/python setup.cfg pyproject.toml
 # constraints, initializers, metrics, callbacks) on the JAX backend; TF-only tests skip.
 JAX_TESTS := $(wildcard tests/layers tests/test_activations.py tests/test_self_normalization.py \
 	tests/test_schedules.py tests/test_regularizers.py tests/test_constraints.py \
-	tests/test_initializers.py tests/test_metrics.py tests/callbacks)
+	tests/test_initializers.py tests/test_metrics.py tests/callbacks tests/test_compilation.py)
 
 test-jax: $(VENV)/.installed-jax
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -m "not slow" -q -p no:cacheprovider $(JAX_TESTS)
