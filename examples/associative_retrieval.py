@@ -9,11 +9,12 @@ a seed (100k train / 10k validation / 20k test by default), so nothing is downlo
     .venv/bin/python examples/associative_retrieval.py --model lstm --units 50 --updates 20000
 
 The reported runs (see README.md) used 117,300 updates with a cosine schedule set for
-300k, about 12 minutes each with one TensorFlow thread per run:
+300k, 11-18 minutes each with one TensorFlow thread per run (FW-50 with λ = 0.95: 0.6-7 %
+test error over four seeds):
 
     TF_NUM_INTRAOP_THREADS=1 .venv/bin/python examples/associative_retrieval.py --model fw \
-        --units 50 --updates 117300 --schedule-updates 300000 --lr 3e-3 --schedule cosine \
-        --eval-every 782
+        --units 50 --decay 0.95 --updates 117300 --schedule-updates 300000 --lr 3e-3 \
+        --schedule cosine --eval-every 782
 
 Every model reads the symbols through an embedding, runs one recurrent layer of `units`
 units, then a 100-unit ReLU layer and a softmax over the 10 digits, trained with Adam and

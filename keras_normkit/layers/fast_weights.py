@@ -311,10 +311,10 @@ class FastWeightsRNN(keras.layers.RNN):
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
     call (`training=True`) with a static number of steps inside a graph that is not
     XLA-compiled — `fit` with the CPU default `jit_compile="auto"` — runs the loop as an
-    XLA cluster, and its gradient as a
-    second one that recomputes the forward pass: 2-4x faster than the plain graph in
-    `benchmarks/bench_fast_weights.py`. Eager calls, inference and `tf.distribute` runs keep
-    the plain graph, so exported SavedModels never need XLA.
+    XLA cluster, and its gradient as a second one that recomputes the forward pass: 2-2.7x
+    faster than the plain graph in `benchmarks/bench_fast_weights.py`. Eager calls,
+    inference and `tf.distribute` runs keep the plain graph, so exported SavedModels never
+    need XLA.
 
     `"auto"` picks `"memory"` when the time axis is static and `T <= units` with XLA
     (`jit_compile=True`, the JAX backend), `T <= 0.8 * units` as XLA clusters (both for
