@@ -1,9 +1,11 @@
-"""Whether the function being traced will be compiled by XLA (backend-specific, private).
+"""XLA compilation helpers (backend-specific, private).
 
-Layers that have two equal algorithms whose speeds cross over at a different point with and
-without XLA (e.g. `FastWeightsRNN(implementation="auto")`) ask `xla_compiling()` while they
-are traced. The TensorFlow branch reads TensorFlow's XLA control-flow context, a private
-TensorFlow API, so it lives here and nowhere else; if that API moves, it answers `False`.
+`xla_compiling()` tells a layer, while it is traced, whether its computation will be
+compiled by XLA (layers whose two equal algorithms cross over at different points with and
+without XLA, e.g. `FastWeightsRNN(implementation="auto")`, ask it). `xla_compiled(fn)` runs
+`fn` and its gradient as XLA clusters inside a plain TensorFlow graph. Both use TensorFlow
+APIs (the first a private one: TensorFlow's XLA control-flow context; if it moves, it
+answers `False`), so they live here and nowhere else.
 """
 
 import keras

@@ -320,9 +320,8 @@ class FastWeightsRNN(keras.layers.RNN):
     (`jit_compile=True`, the JAX backend), `T <= 0.8 * units` as XLA clusters (both for
     `units >= 48`), `T <= units / 2` and `units >= 64` otherwise (the crossovers measured
     by `benchmarks/bench_fast_weights.py`); else `"matrix"`, and always `"matrix"` for
-    `stateful=True`. Masked (padded) steps leave `h` and `A`
-    unchanged. States are `[h, A]` with `A` flattened to `(batch, units * units)`, as for
-    the cell.
+    `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
+    with `A` flattened to `(batch, units * units)`, as for the cell.
 
     Args:
         units: Positive integer, dimensionality of the state `h`.
@@ -566,12 +565,12 @@ class _ChunkedLoop:
         self.implementation = implementation
         self.zero_output_for_mask = zero_output_for_mask
         self.with_a0 = not zero_initial_fast_weights
-        self.weights = None  # set by `__call__`
+        self.tensors = None  # set by `__call__`
 
     def boundary(self, cx_t, h):
-        rec_mask = self.weights.get("rec_mask")
+        rec_mask = self.tensors.get("rec_mask")
         h_rec = h if rec_mask is None else h * rec_mask
-        return cx_t + ops.matmul(h_rec, self.weights["recurrent_kernel"])
+        return cx_t + ops.matmul(h_rec, self.tensors["recurrent_kernel"])
 
     def run_chunk(self, cx, m, h, out_prev, global_apply):
         """`cx.shape[1]` steps from `h`; `global_apply(v, d)` = `d·A(t0)·v`.
@@ -621,8 +620,8 @@ class _ChunkedLoop:
             h_new = cell.settle(
                 self.boundary(cx_steps[k], h),
                 fast_apply,
-                self.weights.get("gamma"),
-                self.weights.get("beta"),
+                self.tensors.get("gamma"),
+                self.tensors.get("beta"),
             )
             if m is None:
                 h = out = h_new
@@ -665,7 +664,7 @@ class _ChunkedLoop:
         `tensors`: `projected` (`C·x + bias`, `(B, T, H)`), `h0`, `a0` (`(B, H, H)`),
         `recurrent_kernel` and, when used, `mask`, `rec_mask`, `gamma` and `beta`.
         """
-        self.weights = tensors
+        self.tensors = tensors
         projected, mask, h0, a0 = (tensors.get(k) for k in ("projected", "mask", "h0", "a0"))
         units = self.cell.units
         batch = ops.shape(projected)[0]
