@@ -642,20 +642,37 @@ def test_unknown_length_training_keeps_the_plain_graph(monkeypatch):
 
 
 @requires_tensorflow
-def test_mixed_precision_training_without_jit():
-    keras.config.set_dtype_policy("mixed_float16")
-    try:
-        model = keras.Sequential(
-            [keras.Input((12, 3)), FastWeightsRNN(8), keras.layers.Dense(1, dtype="float32")]
-        )
-    finally:
-        keras.config.set_dtype_policy("float32")
-    model.compile("adam", "mse", jit_compile=False)
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(16, 12, 3)).astype("float32")
-    y = x.sum(axis=(1, 2))[:, None] / 6
-    losses = model.fit(x, y, epochs=3, batch_size=16, verbose=0).history["loss"]
-    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+def test_mixed_precision_training_as_xla_clusters(monkeypatch):
+    import keras_normkit.layers.fast_weights as fw_module
+
+    wrapped = []
+    real = fw_module.xla_compiled
+    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or real(fn))
+    x = np.random.default_rng(2).normal(size=(4, 12, 3)).astype("float32")
+    ref = FastWeightsRNN(8)
+    ref.build(x.shape)
+    grads = {}
+    for policy in ("float32", "mixed_float16"):
+        layer = FastWeightsRNN(8, dtype=policy)
+        layer.build(x.shape)
+        layer.set_weights(ref.get_weights())
+
+        @tf.function
+        def step(x, layer=layer):
+            with tf.GradientTape() as tape:
+                out = layer(x, training=True)
+                loss = tf.reduce_sum(tf.cast(out, "float32") ** 2)
+            return [out, *tape.gradient(loss, layer.trainable_weights)]
+
+        grads[policy] = step(x)
+    assert len(wrapped) == 2  # both ran as XLA clusters
+    assert grads["mixed_float16"][0].dtype == "float16"
+    for half, full in zip(
+        numpy_out(grads["mixed_float16"]), numpy_out(grads["float32"]), strict=True
+    ):
+        half = half.astype("float32")
+        assert np.isfinite(half).all()
+        np.testing.assert_allclose(half, full, rtol=0.05, atol=0.02 * np.abs(full).max())
 
 
 @settings(max_examples=6)
