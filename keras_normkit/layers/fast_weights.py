@@ -306,7 +306,8 @@ class FastWeightsRNN(keras.layers.RNN):
     states are applied from a small stack,
     `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
-    `B·T·H`). Sequences of up to 12 steps run as one chunk.
+    `B·T·H`). Sequences of up to 12 steps run as one chunk. With 4 chunks or more the memory
+    form runs two loops, the first over a half-size history buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
     call (`training=True`) with a static number of steps inside a graph that is not
@@ -694,8 +695,14 @@ class _ChunkedLoop:
             body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, -1, chunk, 1))], -1)
         out_prev0 = ops.zeros((batch, units), dtype)
         memory = self.implementation == "memory"
+        # Loops over consecutive ranges of chunks. The memory form's history fills up as the
+        # sequence runs, so with a static T it runs two loops: the first attends over a
+        # half-size buffer (3/4 of the attention work of one loop over the full buffer).
+        segments = [(0, n_chunks)]
+        if memory and n_chunks is not None and n_chunks >= 4:
+            segments = [(0, n_chunks // 2), (n_chunks // 2, n_chunks)]
         if memory:
-            n_slots = n_chunks if n_chunks is not None else ops.shape(body_x)[1]
+            n_slots = segments[0][1] if n_chunks is not None else ops.shape(body_x)[1]
             history = ops.zeros((batch, n_slots, chunk, units), dtype)
             weight = ops.zeros((batch, n_slots, chunk), dtype)
             position = ops.cast(ops.arange(n_slots) == 0, dtype)[None, :]
@@ -743,15 +750,27 @@ class _ChunkedLoop:
             return outputs, [h] + ([out_prev] if keep_out else []) + new_states
 
         all_outputs = return_sequences or steps is None
-        last, outputs, states = keras_backend.rnn(
-            step,
-            body,
-            states,
-            mask=None,
-            unroll=False,
-            input_length=n_chunks,
-            return_all_outputs=all_outputs,
-        )
+        segment_outputs = []
+        for start, stop in segments:
+            if start > 0:  # the memory form's next loop: a buffer of `stop` slots
+                history, weight, _, scale = states[-4:]
+                grow = stop - start
+                history = ops.pad(history, [[0, 0], [0, grow], [0, 0], [0, 0]])
+                weight = ops.pad(weight, [[0, 0], [0, grow], [0, 0]])
+                position = ops.cast(ops.arange(stop) == start, dtype)[None, :]
+                states = list(states[:-4]) + [history, weight, position, scale]
+            last, outputs, states = keras_backend.rnn(
+                step,
+                body if len(segments) == 1 else body[:, start:stop],
+                states,
+                mask=None,
+                unroll=False,
+                input_length=None if stop is None else stop - start,
+                return_all_outputs=all_outputs,
+            )
+            segment_outputs.append(outputs)
+        if len(segments) > 1 and all_outputs:
+            outputs = ops.concatenate(segment_outputs, axis=1)
         h = states[0]
         out_prev = states[1] if keep_out else None
         if memory:
