@@ -306,7 +306,7 @@ class FastWeightsRNN(keras.layers.RNN):
     states are applied from a small stack,
     `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
-    `B·T·H`). Sequences of up to 12 steps run as one chunk. With 4 chunks or more the memory
+    `B·T·H`). Sequences of up to 12 steps run as one chunk. With 8 chunks or more the memory
     form runs two loops, the first over a half-size history buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
@@ -696,10 +696,11 @@ class _ChunkedLoop:
         out_prev0 = ops.zeros((batch, units), dtype)
         memory = self.implementation == "memory"
         # Loops over consecutive ranges of chunks. The memory form's history fills up as the
-        # sequence runs, so with a static T it runs two loops: the first attends over a
-        # half-size buffer (3/4 of the attention work of one loop over the full buffer).
+        # sequence runs, so with a static T of 8 chunks or more it runs two loops: the first
+        # attends over a half-size buffer (3/4 of the attention work of one loop over the
+        # full buffer; at 4 chunks the second loop's overhead cost more than it saved).
         segments = [(0, n_chunks)]
-        if memory and n_chunks is not None and n_chunks >= 4:
+        if memory and n_chunks is not None and n_chunks >= 8:
             segments = [(0, n_chunks // 2), (n_chunks // 2, n_chunks)]
         if memory:
             n_slots = segments[0][1] if n_chunks is not None else ops.shape(body_x)[1]

@@ -162,8 +162,8 @@ def _layer_pair(units, **kwargs):
 
 
 @requires_tensorflow  # tf.GradientTape
-# One loop chunk; two chunks and a tail; the memory form's two loops (2 + 2 chunks) and a tail.
-@pytest.mark.parametrize("steps", [8, 21, 37])
+# One loop chunk; two chunks and a tail; the memory form's two loops (4 + 4 chunks) and a tail.
+@pytest.mark.parametrize("steps", [8, 21, 69])
 @pytest.mark.parametrize("with_initial_state", [False, True])
 def test_implementations_agree_on_outputs_and_gradients(with_initial_state, steps):
     rng = np.random.default_rng(5)
@@ -204,17 +204,17 @@ def chunk_crossing_mask(rng, batch, steps):
     mask[1, 6:11] = False  # across the first boundary
     mask[2, 8:16] = False  # one whole chunk
     mask[2, 19:] = False  # the tail (T = 21)
-    if steps > 32:
-        mask[1, 14:18] = False  # across the boundary between the memory form's two loops
+    if steps > 64:
+        mask[1, 30:34] = False  # across the boundary between the memory form's two loops
     return mask
 
 
-@pytest.mark.parametrize("steps", [6, 21, 37])
+@pytest.mark.parametrize("steps", [6, 21, 69])
 @pytest.mark.parametrize("go_backwards", [False, True])
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_go_backwards_initial_state_and_masks_match_numpy(implementation, go_backwards, steps):
-    """T = 6 runs as one chunk; T = 21 as two chunks of 8 in the loop and a tail of 5; T = 37
-    as four chunks (the memory form: two loops of two) and a tail of 5."""
+    """T = 6 runs as one chunk; T = 21 as two chunks of 8 in the loop and a tail of 5; T = 69
+    as eight chunks (the memory form: two loops of four) and a tail of 5."""
     rng = np.random.default_rng(13)
     batch, dim, units = 3, 3, 5
     x = rng.normal(size=(batch, steps, dim)).astype("float32")
