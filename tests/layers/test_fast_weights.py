@@ -15,6 +15,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import keras_normkit.layers.fast_weights as fast_weights_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from tests.conformance import LayerConformanceTestCase
 from tests.conftest import requires_tensorflow
@@ -567,19 +568,28 @@ def test_auto_follows_the_compile_mode(monkeypatch, jit_compile):
     assert chosen == [(48, kind), (64, kind)]
 
 
+@pytest.fixture
+def compiled_loops(monkeypatch):
+    """A list that grows by one each time the layer runs its loop as XLA clusters."""
+    calls = []
+    real = fast_weights_module.xla_compiled
+    monkeypatch.setattr(
+        fast_weights_module, "xla_compiled", lambda fn: calls.append(fn) or real(fn)
+    )
+    return calls
+
+
 @requires_tensorflow
 @pytest.mark.parametrize(
     "implementation, return_sequences, use_layer_norm, recurrent_dropout",
     [("matrix", True, True, 0.3), ("memory", False, False, 0.0)],
 )
 def test_loop_compiled_as_xla_clusters_matches_plain_graph(
-    monkeypatch, implementation, return_sequences, use_layer_norm, recurrent_dropout
+    monkeypatch, compiled_loops, implementation, return_sequences, use_layer_norm, recurrent_dropout
 ):
     """A training step without jit_compile runs the loop as XLA clusters (forward, and the
     gradient by recomputation): same outputs and gradients as the plain TensorFlow graph
     (in float64, so that the two orders of computation agree to round-off)."""
-    import keras_normkit.layers.fast_weights as fw_module
-
     rng = np.random.default_rng(21)
     x = rng.normal(size=(3, 21, 4))
     mask = ragged_mask(rng, 3, 21)
@@ -617,12 +627,9 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
 
         return numpy_out(step(x, h0, a0))
 
-    wrapped = []
-    real = fw_module.xla_compiled
-    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or real(fn))
     compiled = gradients()
-    assert wrapped  # the loop did run as XLA clusters
-    monkeypatch.setattr(fw_module, "can_compile_cluster", lambda: False)
+    assert compiled_loops  # the loop did run as XLA clusters
+    monkeypatch.setattr(fast_weights_module, "can_compile_cluster", lambda: False)
     plain = gradients()
     assert len(compiled) == len(plain) == 4 + (5 if use_layer_norm else 3)
     for got, expected in zip(compiled, plain, strict=True):
@@ -631,27 +638,18 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
 
 
 @requires_tensorflow
-def test_unknown_length_training_keeps_the_plain_graph(monkeypatch):
+def test_unknown_length_training_keeps_the_plain_graph(compiled_loops):
     # XLA would compile again for every new sequence length.
-    import keras_normkit.layers.fast_weights as fw_module
-
-    wrapped = []
-    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or fn)
     layer = FastWeightsRNN(4)
     spec = tf.TensorSpec((2, None, 3), "float32")
     tf.function(lambda x: layer(x, training=True), input_signature=[spec])(np.ones((2, 5, 3)))
-    assert not wrapped
+    assert not compiled_loops
     tf.function(lambda x: layer(x, training=True))(np.ones((2, 5, 3), "float32"))
-    assert wrapped  # static length: compiled
+    assert compiled_loops  # static length: compiled
 
 
 @requires_tensorflow
-def test_mixed_precision_training_as_xla_clusters(monkeypatch):
-    import keras_normkit.layers.fast_weights as fw_module
-
-    wrapped = []
-    real = fw_module.xla_compiled
-    monkeypatch.setattr(fw_module, "xla_compiled", lambda fn: wrapped.append(1) or real(fn))
+def test_mixed_precision_training_as_xla_clusters(compiled_loops):
     x = np.random.default_rng(2).normal(size=(4, 12, 3)).astype("float32")
     ref = FastWeightsRNN(8)
     ref.build(x.shape)
@@ -669,7 +667,7 @@ def test_mixed_precision_training_as_xla_clusters(monkeypatch):
             return [out, *tape.gradient(loss, layer.trainable_weights)]
 
         grads[policy] = step(x)
-    assert len(wrapped) == 2  # both ran as XLA clusters
+    assert len(compiled_loops) == 2  # both ran as XLA clusters
     assert grads["mixed_float16"][0].dtype == "float16"
     for half, full in zip(
         numpy_out(grads["mixed_float16"]), numpy_out(grads["float32"]), strict=True
