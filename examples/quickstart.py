@@ -101,8 +101,10 @@ def main(epochs=40, out_dir=None):
     ece_after = expected_calibration_error(calibrated.predict(x_test, verbose=0), y_test)
 
     print(f"keras_normkit {keras_normkit.__version__} quick start (Keras {keras.__version__})")
-    print(f"  model        : {len(model.layers) // 3} x [Dense(256, lecun_normal) -> SELU -> "
-          "AlphaDropout(0.1)] -> Dense(10)")
+    print(
+        f"  model        : {len(model.layers) // 3} x [Dense(256, lecun_normal) -> SELU -> "
+        "AlphaDropout(0.1)] -> Dense(10)"
+    )
     print(f"  data         : digits, {len(x_train)} train / {len(x_test)} test examples")
     print(f"  training     : {epochs} epochs, final loss {history.history['loss'][-1]:.4f}")
     print(f"  test accuracy: {accuracy:.4f}")

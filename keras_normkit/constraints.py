@@ -10,7 +10,6 @@ Singer, Chandra, "Efficient Projections onto the l1-Ball for Learning in High
 Dimensions", ICML 2008 (the sort-based simplex projection).
 """
 
-
 import keras
 from keras import ops
 

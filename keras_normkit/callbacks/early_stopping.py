@@ -159,9 +159,7 @@ class EarlyStopping(keras.callbacks.Callback):
         self.patience = check_int("patience", patience, 0)
         self.min_delta = check_number("min_delta", min_delta, 0.0)
         self.mode = mode
-        self.baseline = (
-            None if baseline is None else check_number("baseline", baseline)
-        )
+        self.baseline = None if baseline is None else check_number("baseline", baseline)
         if not isinstance(restore_best_weights, bool):
             raise TypeError(
                 f"`restore_best_weights` must be a bool. Received: {restore_best_weights!r}"

@@ -1,6 +1,5 @@
 """Alpha dropout that preserves any SELU fixed point (mean, variance)."""
 
-
 import keras
 from keras import ops
 

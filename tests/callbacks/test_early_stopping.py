@@ -1,4 +1,3 @@
-
 """EarlyStopping: Prechelt's criteria on scripted loss sequences, a real fit, and resumption."""
 
 import inspect
