@@ -14,7 +14,7 @@ from keras_normkit import (
     utils,
 )
 
-__version__ = "0.1.0"
+from keras_normkit.version import __version__
 
 __all__ = [
     "activations",
