@@ -54,7 +54,13 @@ def _evaluate(schedule_or_value, step):
 
 
 def _as_step(step):
-    return ops.cast(ops.convert_to_tensor(step), "float32")
+    """`step` as a float32 tensor, with steps below 0 treated as 0.
+
+    Schedules run in-graph from the optimizer's counter, where a Python check is impossible,
+    so a negative step is clamped rather than rejected: no schedule ever extrapolates below
+    its value at step 0 (a linear warm-up would otherwise return a negative rate).
+    """
+    return ops.maximum(ops.cast(ops.convert_to_tensor(step), "float32"), 0.0)
 
 
 # --------------------------------------------------------------------------- decays
@@ -66,6 +72,8 @@ class NaturalExpDecay(LearningRateSchedule):
 
     `p = step / decay_steps`, rounded down to an integer when `staircase=True` (the rate then
     drops once every `decay_steps` steps). With `decay_steps=1` this is `lr * e^(-r * step)`.
+
+    Steps below 0 are treated as 0.
 
     Args:
         initial_learning_rate: The learning rate at step 0, a float >= 0.
@@ -123,6 +131,8 @@ class CyclicalLearningRate(LearningRateSchedule):
     (`"triangular"`), `1 / 2^(cycle - 1)` (`"triangular2"`, the amplitude halves every cycle)
     or `gamma^step` (`"exp_range"`). The rate rises from `initial_learning_rate` to
     `maximal_learning_rate` over `step_size` steps and falls back over the next `step_size`.
+
+    Steps below 0 are treated as 0.
 
     Args:
         initial_learning_rate: Lower bound of the cycle, a float >= 0.
@@ -204,6 +214,8 @@ class OneCycle(LearningRateSchedule):
     afterwards. Annealing from `a` to `b` over a fraction `f` of a phase is
     `b + (a - b) * (1 + cos(pi * f)) / 2` (`"cosine"`) or `a + (b - a) * f` (`"linear"`).
     The divisors follow PyTorch's `OneCycleLR` (`div_factor`, `final_div_factor`).
+
+    Steps below 0 are treated as 0.
 
     Args:
         maximal_learning_rate: The peak rate, a float > 0.
@@ -296,6 +308,8 @@ class Warmup(LearningRateSchedule):
     `schedule(step - warmup_steps)`: the wrapped schedule starts when the warm-up ends, so
     the rate is continuous.
 
+    Steps below 0 are treated as 0.
+
     Args:
         schedule_or_value: A `LearningRateSchedule` (ours or Keras's) or a float.
         warmup_steps: Positive integer, the length of the ramp.
@@ -364,6 +378,8 @@ class Join(LearningRateSchedule):
     as well as ours. Continuity at a boundary is up to the pieces (e.g. `Warmup` to a value
     followed by a decay that starts at that value).
 
+    Steps below 0 are treated as 0.
+
     Args:
         schedules: A list of `LearningRateSchedule`s or floats, at least one.
         boundaries: Strictly increasing positive integers, one fewer than `schedules`.
@@ -431,6 +447,8 @@ class Scaled(LearningRateSchedule):
     schedule in `Scaled` to lower its rate: they change the multiplier variable, which the
     compiled train step reads at every step, so no retracing is needed. The config stores
     the multiplier's current value, so a saved model reloads with the reduced rate.
+
+    Steps below 0 are treated as 0.
 
     Args:
         schedule: A `LearningRateSchedule` (or a float, for a constant rate).

@@ -382,3 +382,50 @@ def test_api():
     _config_is_constructor_arguments_and_round_trips()
     _module_exports_only_schedules()
     _bad_input_names_the_argument_and_value()
+
+
+# Every schedule class, with a shape that would go below its step-0 value (or negative)
+# if it extrapolated to negative steps.
+NEGATIVE_STEP_SCHEDULES = {
+    "NaturalExpDecay": NaturalExpDecay(0.1, decay_rate=0.5, decay_steps=10),
+    "CyclicalLearningRate": CyclicalLearningRate(
+        0.01, 0.1, step_size=10, mode="exp_range", gamma=0.9
+    ),
+    "OneCycle": OneCycle(0.1, total_steps=100),
+    "Warmup": Warmup(0.1, 10),
+    "Join": Join([Warmup(0.1, 10), 0.05], boundaries=[10]),
+    "Scaled": Scaled(Warmup(0.1, 10), multiplier=0.5),
+}
+
+
+def test_every_schedule_class_is_covered_by_the_negative_step_test():
+    classes = {
+        name
+        for name, obj in vars(schedules).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, keras.optimizers.schedules.LearningRateSchedule)
+        and obj.__module__ == schedules.__name__
+    }
+    assert classes == set(NEGATIVE_STEP_SCHEDULES)
+
+
+@pytest.mark.parametrize("name", sorted(NEGATIVE_STEP_SCHEDULES))
+def test_negative_steps_are_treated_as_zero(name):
+    schedule = NEGATIVE_STEP_SCHEDULES[name]
+    at_zero = float(schedule(0))
+    assert at_zero >= 0.0
+    # Python ints, a vector and the optimizer's int64 counter all clamp.
+    for step in (-1, -5, -1000):
+        assert float(schedule(step)) == pytest.approx(at_zero, rel=1e-6, abs=0.0)
+    np.testing.assert_allclose(
+        values(schedule, np.array([-50, -1, 0])), [at_zero] * 3, rtol=1e-6, atol=0.0
+    )
+    counter = keras.Variable(-7, dtype="int64")
+    assert float(schedule(counter)) == pytest.approx(at_zero, rel=1e-6, abs=0.0)
+    assert "Steps below 0 are treated as 0." in type(schedule).__doc__
+
+
+def test_warmup_at_a_negative_step_is_its_initial_rate_not_negative():
+    # The reported case: a linear ramp from 0 would give 0.1 * (-5 / 10) = -0.05.
+    assert float(Warmup(0.1, 10)(-5)) == 0.0
+    assert float(Warmup(0.1, 10, initial_learning_rate=0.02)(-5)) == pytest.approx(0.02)
