@@ -95,6 +95,8 @@ class ParsevalRegularizer(keras.regularizers.Regularizer):
     >>> penalty = ParsevalRegularizer(0.5)(np.eye(4, dtype="float32"))
     >>> float(penalty)
     0.0
+    >>> float(ParsevalRegularizer(0.5)(2 * np.eye(4, dtype="float32")))  # 0.25 * ||3 I||_F^2
+    9.0
 
     Reference: Cisse et al., "Parseval Networks: Improving Robustness to Adversarial
     Examples", ICML 2017, arXiv:1704.08847.

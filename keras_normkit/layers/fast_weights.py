@@ -78,7 +78,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
     >>> from keras_normkit.layers import FastWeightsRNNCell
     >>> rnn = keras.layers.RNN(FastWeightsRNNCell(8), return_state=True)
     >>> y, h, a = rnn(np.ones((2, 5, 3), "float32"))
-    >>> y.shape, h.shape, a.shape
+    >>> tuple(y.shape), tuple(h.shape), tuple(a.shape)
     ((2, 8), (2, 8), (2, 64))
 
     Reference: Ba, Hinton, Mnih, Leibo, Ionescu, "Using Fast Weights to Attend to the
@@ -357,7 +357,7 @@ class FastWeightsRNN(keras.layers.RNN):
     ...     FastWeightsRNN(20, decay=0.9, fast_learning_rate=0.5),
     ...     keras.layers.Dense(37, activation="softmax"),
     ... ])
-    >>> model(np.zeros((2, 11, 37), "float32")).shape
+    >>> tuple(model(np.zeros((2, 11, 37), "float32")).shape)
     (2, 37)
 
     Reference: Ba, Hinton, Mnih, Leibo, Ionescu, "Using Fast Weights to Attend to the

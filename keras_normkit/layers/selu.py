@@ -78,7 +78,7 @@ class SELU(keras.layers.Layer):
     ...     AlphaDropout(0.05),
     ...     keras.layers.Dense(10),
     ... ])
-    >>> model(np.zeros((2, 16), "float32")).shape
+    >>> tuple(model(np.zeros((2, 16), "float32")).shape)
     (2, 10)
 
     Reference: Klambauer et al., "Self-Normalizing Neural Networks", NeurIPS 2017,
