@@ -86,3 +86,42 @@ def check_seed(seed, name="seed"):
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"`{name}` must be an integer or None. Received: {name}={seed!r}")
     return None if seed is None else int(seed)
+
+
+def check_fixed_point(name, value):
+    """A SELU fixed point `(mean, variance)`: any length-2 sequence of finite numbers.
+
+    Tuples, lists and NumPy arrays are accepted (what `SELU(fixed_point=...)` takes); the
+    variance must be > 0. Returns `(mean, variance)` as Python floats.
+    """
+    expected = "a pair of numbers (mean, variance), e.g. (0.0, 1.0)"
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(
+            f"`{name}` must be {expected}. Received: {name}={value!r} "
+            f"of type {type(value).__name__}"
+        )
+    try:
+        items = list(value)
+    except TypeError:  # a 0-d array has __iter__ but cannot be iterated
+        raise TypeError(
+            f"`{name}` must be {expected}. Received: {name}={value!r} "
+            f"of type {type(value).__name__}"
+        ) from None
+    if len(items) != 2:
+        raise ValueError(
+            f"`{name}` must be {expected}. Received: {name}={value!r} "
+            f"({len(items)} entr{'y' if len(items) == 1 else 'ies'})"
+        )
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, numbers.Real):
+            raise TypeError(
+                f"`{name}` must be {expected}. Received: {name}={value!r} with an entry "
+                f"of type {type(item).__name__}"
+            )
+    mean, variance = float(items[0]), float(items[1])
+    if not (math.isfinite(mean) and math.isfinite(variance)) or variance <= 0:
+        raise ValueError(
+            f"`{name}` must be (mean, variance) with finite values and variance > 0. "
+            f"Received: {name}={value!r}"
+        )
+    return mean, variance

@@ -14,10 +14,13 @@ NeurIPS 2017, arXiv:1706.02515.
 """
 
 import math
+import numbers
 
 import keras
 import numpy as np
 from keras import ops
+
+from keras_normkit._validation import check_fixed_point, check_number
 
 __all__ = [
     "ALPHA01",
@@ -252,8 +255,43 @@ def selu_jacobian(
     )
 
 
-def selu_parameters(mean=0.0, variance=1.0, weight_sum=0.0, weight_square_sum=1.0):
+def _fixed_point_arguments(mean, variance):
+    """`(mean, variance)` from `selu_parameters(mean, variance)` or `selu_parameters(pair)`."""
+    if isinstance(mean, np.ndarray) and mean.ndim == 0:
+        mean = mean.item()
+    if isinstance(mean, numbers.Real) and not isinstance(mean, bool):
+        mean = check_number("mean", mean)
+        variance = 1.0 if variance is None else variance
+        return mean, check_number("variance", variance, minimum=0.0, strict_minimum=True)
+    if isinstance(mean, (str, bytes, bool)) or not hasattr(mean, "__iter__"):
+        raise TypeError(
+            "`mean` must be a number, or the fixed point as a pair (mean, variance), e.g. "
+            f"selu_parameters(0.0, 1.0) or selu_parameters((0.0, 1.0)). Received: mean={mean!r} "
+            f"of type {type(mean).__name__}"
+        )
+    if variance is not None:
+        raise TypeError(
+            "Give the fixed point either as a pair, selu_parameters((mean, variance)), or as "
+            "two numbers, selu_parameters(mean, variance), not both. Received: "
+            f"mean={mean!r}, variance={variance!r}"
+        )
+    return check_fixed_point("fixed_point", mean)
+
+
+def selu_parameters(mean=0.0, variance=None, weight_sum=0.0, weight_square_sum=1.0):
     """Solve for the SELU `(alpha, scale)` whose moment map has the fixed point (mean, variance).
+
+    The fixed point is given as two numbers, `selu_parameters(-0.1, 2.0)`, or as one pair,
+    `selu_parameters((-0.1, 2.0))`: the same `(mean, variance)` tuple, list or array that
+    `SELU(fixed_point=...)` and `AlphaDropout(fixed_point=...)` take.
+
+    Convention: by default the unit's weights sum to 0 and their squares to 1
+    (`weight_sum=0.0`, `weight_square_sum=1.0`, LeCun-normal weights), so the
+    pre-activation is N(0, variance) whatever the mean; this is what `SELU` solves for.
+    The bioinf-jku/SNNs reference notebook (`getSELUparameters.ipynb`) instead takes the
+    pre-activation to be N(mean, variance), i.e. `weight_sum=1.0`: the two conventions
+    agree only at mean 0, and `weight_sum=1.0` reproduces the notebook's constants exactly
+    (see the example).
 
     When the input distribution is fixed at (mean, variance), the pre-activation
     distribution no longer depends on (alpha, scale), so the output moments are
@@ -265,26 +303,37 @@ def selu_parameters(mean=0.0, variance=1.0, weight_sum=0.0, weight_square_sum=1.
     to fail to converge and every admissible solution is found.
 
     Args:
-        mean: Target fixed-point mean mu*.
-        variance: Target fixed-point variance nu*, > 0.
-        weight_sum: omega = sum of a unit's weights (0 for normalized weights).
+        mean: Target fixed-point mean mu*, or the pair `(mean, variance)` (then leave
+            `variance` out).
+        variance: Target fixed-point variance nu*, > 0 (default 1.0).
+        weight_sum: omega = sum of a unit's weights (0 for normalized weights; 1 for the
+            convention of the bioinf-jku/SNNs notebooks).
         weight_square_sum: tau = sum of squared weights (1 for LeCun-normal weights), > 0.
 
     Returns:
         `(alpha, scale)` as Python floats, with `alpha > 0` and `scale > 0`.
 
     Raises:
-        ValueError: for non-finite inputs, `variance <= 0`, `weight_square_sum <= 0`, or a
-            fixed point that no SELU with positive alpha and scale can have.
+        TypeError: for a `mean` (or pair) that is not a number (or a pair of numbers), or
+            a pair given together with `variance`.
+        ValueError: for non-finite inputs, `variance <= 0`, `weight_square_sum <= 0`, a
+            pair that has not 2 entries, or a fixed point that no SELU with positive alpha
+            and scale can have.
 
     Example:
 
     >>> from keras_normkit.activations import selu_parameters
     >>> selu_parameters(0.0, 1.0)
     (1.67326324235437..., 1.05070098735548...)
+    >>> selu_parameters((0.0, 1.0)) == selu_parameters(0.0, 1.0)  # the form SELU takes
+    True
+    >>> alpha, scale = selu_parameters(-0.1, 2.0, weight_sum=1.0)  # bioinf-jku/SNNs notebook
+    >>> round(alpha, 10), round(scale, 10)
+    (1.9769021954, 1.0738512396)
 
     Reference: Klambauer et al., 2017, arXiv:1706.02515, Section "New SELU functions".
     """
+    mean, variance = _fixed_point_arguments(mean, variance)
     mean, variance, omega, tau = _validate_moment_args(
         mean, variance, weight_sum, weight_square_sum
     )

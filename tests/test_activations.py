@@ -168,6 +168,83 @@ class TestParameters:
         with pytest.raises(ValueError, match=name):
             activations.selu_parameters(**{name: value})
 
+    @pytest.mark.parametrize(
+        "fixed_point", [(0.1, 0.9), [0.1, 0.9], np.array([0.1, 0.9]), (np.float32(0.1), 0.9)]
+    )
+    def test_accepts_the_fixed_point_forms_of_selu(self, fixed_point):
+        expected = activations.selu_parameters(0.1, 0.9)
+        got = activations.selu_parameters(fixed_point)
+        assert got == pytest.approx(expected, rel=1e-7)
+        # The same constants as the SELU layer solves for the same argument.
+        from keras_normkit.layers import SELU
+
+        layer = SELU(fixed_point=fixed_point)
+        assert (layer.alpha, layer.scale) == pytest.approx(got, rel=1e-12)
+
+    def test_pair_with_weight_sum(self):
+        assert activations.selu_parameters((-0.1, 2.0), weight_sum=1.0) == (
+            activations.selu_parameters(-0.1, 2.0, weight_sum=1.0)
+        )
+
+    @pytest.mark.parametrize(
+        "args,error,message",
+        [
+            (
+                ("abc",),
+                TypeError,
+                r"`mean` must be a number, or the fixed point as a pair.*"
+                r"Received: mean='abc' of type str",
+            ),
+            ((None,), TypeError, r"`mean` must be a number.*Received: mean=None"),
+            (((0.1, 0.9), 2.0), TypeError, r"either as a pair.*not both.*variance=2.0"),
+            (
+                ((0.1,),),
+                ValueError,
+                r"`fixed_point` must be a pair of numbers \(mean, "
+                r"variance\).*Received: fixed_point=\(0.1,\) \(1 entry\)",
+            ),
+            (
+                ((0.1, "a"),),
+                TypeError,
+                r"`fixed_point` must be a pair of numbers.*entry of "
+                r"type str",
+            ),
+            (((0.1, -1.0),), ValueError, r"variance > 0. Received: fixed_point=\(0.1, -1.0\)"),
+            (((float("nan"), 1.0),), ValueError, r"finite values"),
+        ],
+    )
+    def test_bad_fixed_point_forms_say_what_is_expected(self, args, error, message):
+        with pytest.raises(error, match=message):
+            activations.selu_parameters(*args)
+
+    def test_weight_sum_one_reproduces_the_snn_reference_notebook(self):
+        # bioinf-jku/SNNs, getSELUparameters.ipynb ("To obtain new parameters for mean zero
+        # and variance 2", fixed point (-0.1, 2.0)) prints (1.9769021954241999,
+        # 1.073851239616047); its (0, 1) cell prints (1.6732632423543774, 1.0507009873554802).
+        # The notebook's pre-activation is N(mean, variance): weight_sum=1, weight_square_sum=1.
+        alpha, scale = activations.selu_parameters(-0.1, 2.0, weight_sum=1.0)
+        assert alpha == pytest.approx(1.9769021954241999, rel=1e-12)
+        assert scale == pytest.approx(1.073851239616047, rel=1e-12)
+        alpha, scale = activations.selu_parameters(0.0, 1.0, weight_sum=1.0)
+        assert alpha == pytest.approx(1.6732632423543774, rel=1e-12)
+        assert scale == pytest.approx(1.0507009873554802, rel=1e-12)
+        # Our default convention (weight sum 0) differs away from mean 0, as documented.
+        default = activations.selu_parameters(-0.1, 2.0)
+        assert abs(default[0] - 1.9769021954241999) > 0.1
+        # ... and those constants are a fixed point of the moment map with weight sum 1.
+        mean, variance = activations.selu_moments(
+            -0.1, 2.0, alpha=1.9769021954241999, scale=1.073851239616047, weight_sum=1.0
+        )
+        assert (mean, variance) == pytest.approx((-0.1, 2.0), abs=1e-12)
+
+    def test_docstrings_state_the_weight_sum_convention(self):
+        from keras_normkit.layers import SELU, AlphaDropout
+
+        for obj in (activations.selu_parameters, SELU, AlphaDropout):
+            doc = " ".join(obj.__doc__.split())
+            assert "bioinf-jku/SNNs" in doc, obj
+            assert "weight_sum=1.0" in doc, obj
+
 
 class TestAlphaDropoutParameters:
     @pytest.mark.parametrize("rate,a,b", [(0.05, 0.954844, 0.083936), (0.10, 0.921285, 0.161971)])
