@@ -1,11 +1,29 @@
 """Alpha dropout that preserves any SELU fixed point (mean, variance)."""
 
+import math
+import warnings
+
 import keras
 from keras import ops
 
 from keras_normkit import activations
 from keras_normkit._validation import check_number, check_seed
-from keras_normkit.layers.selu import resolve_selu_constants
+from keras_normkit.backend import keras_compat
+from keras_normkit.layers.selu import SELU, as_floating, resolve_selu_constants
+
+
+def _selu_constants_of(layer):
+    """`(fixed_point, alpha, scale)` of a SELU layer or a layer with a 'selu' activation."""
+    if isinstance(layer, SELU):
+        return tuple(layer.fixed_point), layer.alpha, layer.scale
+    activation = getattr(layer, "activation", None)
+    if activation is not None and activation in (keras.activations.selu, activations.selu):
+        return (0.0, 1.0), activations.ALPHA01, activations.LAMBDA01
+    return None
+
+
+def _same(a, b):
+    return all(math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -19,7 +37,19 @@ class AlphaDropout(keras.layers.Layer):
     so inputs with mean `mu` and variance `nu` (the `fixed_point`) keep both in
     expectation. For the default fixed point `(0, 1)` this is exactly Keras's
     `keras.layers.AlphaDropout`. At inference the layer is the identity. Use it after a
-    `SELU` layer with the same `fixed_point`.
+    `SELU` layer with the same `fixed_point`: when it is called, in a functional or
+    `Sequential` model, on the output of a `SELU` (or of a layer with Keras's `"selu"`
+    activation, whose fixed point is `(0, 1)`) whose fixed point or constants differ, a
+    `UserWarning` names both.
+
+    Convention: like `SELU`, the constants are solved by `selu_parameters` for weights
+    summing to 0. To match the bioinf-jku/SNNs notebook (`getSELUparameters.ipynb`, which
+    solves with weight sum 1), pass the constants of
+    `selu_parameters(*fixed_point, weight_sum=1.0)` as `alpha` and `scale`, to both this
+    layer and its `SELU`.
+
+    Integer (or bool) inputs are cast to the layer's compute dtype, in training and at
+    inference, as `SELU` does.
 
     Args:
         rate: Float in [0, 1), the probability of dropping a unit.
@@ -33,7 +63,7 @@ class AlphaDropout(keras.layers.Layer):
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: A tensor of any shape.
+        inputs: A tensor of any shape (integer tensors are cast to the compute dtype).
         training: Python boolean, whether to apply dropout (training mode) or return
             the inputs unchanged (inference mode).
 
@@ -89,7 +119,35 @@ class AlphaDropout(keras.layers.Layer):
         self.supports_masking = True
         self._build_at_init()
 
+    def __call__(self, inputs, *args, **kwargs):
+        self._check_preceding_selu(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _check_preceding_selu(self, inputs):
+        """Warn when the symbolic `inputs` come from a SELU with other constants."""
+        producer = keras_compat.producing_layer(inputs)
+        found = None if producer is None else _selu_constants_of(producer)
+        if found is None:
+            return
+        fixed_point, alpha, scale = found
+        source = f"{type(producer).__name__} {producer.name!r}"
+        if not isinstance(producer, SELU):
+            source += " (activation 'selu')"
+        if _same(fixed_point, self.fixed_point) and _same((alpha, scale), (self.alpha, self.scale)):
+            return
+        warnings.warn(
+            f"AlphaDropout {self.name!r} has fixed_point={tuple(self.fixed_point)} "
+            f"(alpha={self.alpha:.6g}, scale={self.scale:.6g}) but is applied to the output of "
+            f"{source} with fixed_point={tuple(fixed_point)} "
+            f"(alpha={alpha:.6g}, scale={scale:.6g}): dropped units would be set to the wrong "
+            "saturation and rescaled to the wrong moments. Give both layers the same "
+            "`fixed_point` (and the same `alpha`/`scale` if you pass them).",
+            UserWarning,
+            stacklevel=3,
+        )
+
     def call(self, inputs, training=False):
+        inputs = as_floating(self, inputs)
         if not training or self.rate == 0:
             return inputs
         noise_shape = self._concrete_noise_shape(inputs)

@@ -1,31 +1,27 @@
 """The `SELU` activation layer for any fixed point (mean, variance)."""
 
-import math
-
 import keras
+from keras import ops
 
 from keras_normkit import activations
+from keras_normkit._validation import check_fixed_point, check_number
 
 
-def _validate_fixed_point(fixed_point):
-    try:
-        mean, variance = (float(v) for v in fixed_point)
-    except (TypeError, ValueError):
-        raise ValueError(
-            "`fixed_point` must be a pair of floats (mean, variance). "
-            f"Received: fixed_point={fixed_point!r}"
-        ) from None
-    if not (math.isfinite(mean) and math.isfinite(variance)) or variance <= 0:
-        raise ValueError(
-            "`fixed_point` must be (mean, variance) with finite values and variance > 0. "
-            f"Received: fixed_point={fixed_point!r}"
-        )
-    return mean, variance
+def as_floating(layer, inputs):
+    """`inputs`, cast to the layer's compute dtype unless they are already floating.
+
+    SELU and alpha dropout are maps of real values: integer (or bool) inputs are converted
+    the way Keras converts them for `Dense`, instead of reaching a float-only kernel.
+    """
+    inputs = ops.convert_to_tensor(inputs)
+    if "float" in keras.backend.standardize_dtype(inputs.dtype):
+        return inputs
+    return ops.cast(inputs, layer.compute_dtype)
 
 
 def resolve_selu_constants(fixed_point, alpha, scale):
     """Validated `(fixed_point, alpha, scale)`: solved from the fixed point unless given."""
-    fixed_point = _validate_fixed_point(fixed_point)
+    fixed_point = check_fixed_point("fixed_point", fixed_point)
     if (alpha is None) != (scale is None):
         raise ValueError(
             "`alpha` and `scale` must be given together (or both left None to solve them "
@@ -34,11 +30,8 @@ def resolve_selu_constants(fixed_point, alpha, scale):
     if alpha is None:
         alpha, scale = activations.selu_parameters(*fixed_point)
     else:
-        alpha, scale = float(alpha), float(scale)
-        if not (math.isfinite(alpha) and alpha > 0):
-            raise ValueError(f"`alpha` must be a finite float > 0. Received: alpha={alpha}")
-        if not (math.isfinite(scale) and scale > 0):
-            raise ValueError(f"`scale` must be a finite float > 0. Received: scale={scale}")
+        alpha = check_number("alpha", alpha, minimum=0.0, strict_minimum=True)
+        scale = check_number("scale", scale, minimum=0.0, strict_minimum=True)
     return fixed_point, alpha, scale
 
 
@@ -53,6 +46,18 @@ class SELU(keras.layers.Layer):
     standard SELU constants (alpha01 = 1.6733, lambda01 = 1.0507). The solved constants
     are stored as Python floats in the config, so loading a model never re-solves.
 
+    Convention: the constants are solved for weights summing to 0 (`selu_parameters`'s
+    default `weight_sum=0.0`). The bioinf-jku/SNNs reference notebook
+    (`getSELUparameters.ipynb`) solves for a pre-activation distributed like the fixed
+    point itself, i.e. `weight_sum=1.0`; the two agree only at mean 0. To reproduce that
+    notebook's constants (e.g. alpha = 1.97690, lambda = 1.07385 for (-0.1, 2.0)), solve them
+    and pass them explicitly: `alpha, scale = selu_parameters(-0.1, 2.0, weight_sum=1.0)`,
+    then `SELU((-0.1, 2.0), alpha=alpha, scale=scale)` (and the same three arguments to
+    `AlphaDropout`).
+
+    Integer (or bool) inputs are cast to the layer's compute dtype (float32 by default)
+    first, so `SELU()(np.array([-1, 0, 2]))` is the SELU of `[-1.0, 0.0, 2.0]`.
+
     The self-normalizing recipe is `Dense(units, kernel_initializer="lecun_normal")`
     followed by `SELU()` and, for regularization, `AlphaDropout(rate)` with the same
     fixed point.
@@ -65,7 +70,7 @@ class SELU(keras.layers.Layer):
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: A tensor of any shape.
+        inputs: A tensor of any shape (integer tensors are cast to the compute dtype).
 
     Example:
 
@@ -92,6 +97,7 @@ class SELU(keras.layers.Layer):
         self._build_at_init()
 
     def call(self, inputs):
+        inputs = as_floating(self, inputs)
         return activations.selu(inputs, alpha=self.alpha, scale=self.scale)
 
     def compute_output_shape(self, input_shape):

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_normkit.layers import AlphaDropout
+from keras_normkit import activations
+from keras_normkit.layers import SELU, AlphaDropout
 from tests.conformance import LayerConformanceTestCase
 
 
@@ -125,3 +126,91 @@ def test_bad_arguments(kwargs, name, error):
 def test_noise_shape_rank_mismatch():
     with pytest.raises(ValueError, match="noise_shape"):
         AlphaDropout(0.1, noise_shape=(None, 1))(np.zeros((2, 3, 4), "float32"), training=True)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_integer_inputs_are_cast_to_the_compute_dtype(training):
+    x = np.arange(-6, 6).reshape(3, 4).astype("int32")
+    layer = AlphaDropout(0.5, seed=3)
+    y = keras.ops.convert_to_numpy(layer(x, training=training))
+    assert y.dtype == np.float32
+    if not training:
+        np.testing.assert_array_equal(y, x.astype("float32"))
+    else:
+        reference = keras.ops.convert_to_numpy(
+            AlphaDropout(0.5, seed=3)(x.astype("float32"), training=True)
+        )
+        np.testing.assert_allclose(y, reference, rtol=1e-6)
+        assert not np.allclose(y, x)  # dropout applied
+    assert "Integer (or bool) inputs are cast" in AlphaDropout.__doc__
+
+
+def _selu_then_dropout(activation_layer, dropout):
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(8), activation_layer, dropout])
+
+
+@pytest.mark.parametrize(
+    "make_model,theirs",
+    [
+        (lambda: _selu_then_dropout(SELU((0.2, 1.5)), AlphaDropout(0.1)), r"\(0.2, 1.5\)"),
+        (
+            lambda: _selu_then_dropout(
+                keras.layers.Activation("selu"), AlphaDropout(0.1, fixed_point=(0.2, 1.5))
+            ),
+            r"\(0.0, 1.0\)",
+        ),
+        (
+            lambda: keras.Sequential(
+                [
+                    keras.Input((8,)),
+                    keras.layers.Dense(8, activation="selu"),
+                    AlphaDropout(0.1, fixed_point=(0.2, 1.5)),
+                ]
+            ),
+            r"\(0.0, 1.0\)",
+        ),
+    ],
+)
+def test_warns_after_a_selu_with_another_fixed_point(make_model, theirs):
+    with pytest.warns(
+        UserWarning,
+        match=r"AlphaDropout '.*' has fixed_point=\(.*\) .* "
+        r"applied to the output of .* with fixed_point=" + theirs,
+    ):
+        make_model()
+
+
+def test_warns_in_a_functional_model_naming_both_fixed_points():
+    inputs = keras.Input((8,))
+    hidden = SELU((0.2, 1.5), name="my_selu")(keras.layers.Dense(8)(inputs))
+    with pytest.warns(UserWarning) as record:
+        keras.Model(inputs, AlphaDropout(0.1, fixed_point=(0.0, 1.0), name="my_drop")(hidden))
+    message = str(record[0].message)
+    assert "AlphaDropout 'my_drop' has fixed_point=(0.0, 1.0)" in message
+    assert "SELU 'my_selu' with fixed_point=(0.2, 1.5)" in message
+
+
+def test_warns_when_the_constants_differ_at_the_same_fixed_point():
+    alpha, scale = activations.selu_parameters(-0.1, 2.0, weight_sum=1.0)
+    with pytest.warns(UserWarning, match="alpha=1.9769"):
+        _selu_then_dropout(
+            SELU((-0.1, 2.0), alpha=alpha, scale=scale), AlphaDropout(0.1, fixed_point=(-0.1, 2.0))
+        )
+
+
+@pytest.mark.parametrize(
+    "activation_layer,dropout",
+    [
+        (lambda: SELU((0.2, 1.5)), lambda: AlphaDropout(0.1, fixed_point=[0.2, 1.5])),
+        (lambda: SELU(), lambda: AlphaDropout(0.1)),
+        (lambda: keras.layers.Activation("selu"), lambda: AlphaDropout(0.1)),
+        (lambda: keras.layers.ReLU(), lambda: AlphaDropout(0.1, fixed_point=(0.2, 1.5))),
+    ],
+)
+def test_no_warning_when_the_fixed_points_agree(activation_layer, dropout):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = _selu_then_dropout(activation_layer(), dropout())
+        model(np.zeros((2, 8), "float32"))  # concrete calls never warn either

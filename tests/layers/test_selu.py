@@ -72,13 +72,53 @@ def test_xla():
         st.just((float("nan"), 1.0)),
         st.just((0.0, float("inf"))),
         st.just((1.0,)),
-        st.just("abc"),
         st.just((5.0, 1.0)),
     )
 )
 def test_bad_fixed_point(bad):
     with pytest.raises(ValueError, match="fixed_point|No SELU"):
         SELU(fixed_point=bad)
+
+
+@pytest.mark.parametrize("bad", ["abc", 0.5, None, (0.0, "1")])
+def test_fixed_point_of_the_wrong_type(bad):
+    with pytest.raises(
+        TypeError, match=r"`fixed_point` must be a pair of numbers \(mean, variance"
+    ):
+        SELU(fixed_point=bad)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8", "bool"])
+def test_integer_inputs_are_cast_to_the_compute_dtype(dtype):
+    x = np.array([[0, 1, 2], [1, 0, 3]]).astype(dtype)
+    layer = SELU(fixed_point=(0.1, 1.2))
+    y = layer(x)
+    assert keras.backend.standardize_dtype(y.dtype) == "float32"
+    expected = numpy_selu(x.astype("float64"), layer.alpha, layer.scale)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(y), expected, rtol=1e-6)
+    negative = SELU()(np.array([-1, 0, 2], "int32"))
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(negative),
+        numpy_selu([-1.0, 0.0, 2.0], activations.ALPHA01, activations.LAMBDA01),
+        rtol=1e-6,
+    )
+
+
+def test_integer_inputs_in_a_functional_model_and_float16():
+    inputs = keras.Input((3,), dtype="int32")
+    model = keras.Model(inputs, SELU()(inputs))
+    assert model.output.dtype == "float32"
+    y = model.predict(np.array([[-2, 0, 5]], "int32"), verbose=0)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(
+        y, numpy_selu([[-2.0, 0.0, 5.0]], activations.ALPHA01, activations.LAMBDA01), rtol=1e-6
+    )
+    half = SELU(dtype="mixed_float16")(np.array([1, 2], "int32"))
+    assert keras.backend.standardize_dtype(half.dtype) == "float16"
+
+
+def test_selu_documents_the_integer_cast():
+    assert "Integer (or bool) inputs are cast" in SELU.__doc__
 
 
 @pytest.mark.parametrize(
