@@ -219,7 +219,12 @@ def selu_jacobian(
     A spectral norm below 1 at a fixed point means the fixed point is attracting.
 
     Args:
-        mean, variance, alpha, scale, weight_sum, weight_square_sum: as in `selu_moments`.
+        mean: As in `selu_moments`.
+        variance: As in `selu_moments`.
+        alpha: As in `selu_moments`.
+        scale: As in `selu_moments`.
+        weight_sum: As in `selu_moments`.
+        weight_square_sum: As in `selu_moments`.
 
     Returns:
         A `(2, 2)` NumPy array `[[dmu~/dmu, dmu~/dnu], [dnu~/dmu, dnu~/dnu]]`.
@@ -389,8 +394,10 @@ def alpha_dropout_parameters(rate, mean=0.0, variance=1.0, alpha=ALPHA01, scale=
 
     Args:
         rate: Drop probability in [0, 1).
-        mean, variance: The fixed point (mu*, nu*) of the network, variance > 0.
-        alpha, scale: The SELU constants (see `selu_parameters`).
+        mean: The fixed-point mean mu* of the network.
+        variance: The fixed-point variance nu* of the network, > 0.
+        alpha: The SELU alpha (see `selu_parameters`).
+        scale: The SELU scale (lambda, see `selu_parameters`).
 
     Returns:
         `(a, b, saturation)` as Python floats.

@@ -6,7 +6,7 @@ is the penalty of Parseval networks (Cisse et al., 2017), which keeps each kerne
 a Parseval tight frame so that the layer's Lipschitz constant stays close to (at most) 1.
 
 This module also holds the one place where a kernel becomes the matrix whose frame is
-measured (`parseval_matrix`, `parseval_scale`): `ParsevalConstraint` in
+measured (`parseval_matrix`, `parseval_scale`): `ParsevalConstraint` in `keras_normkit.constraints` uses them
 too.
 
 Reference: Cisse, Bojanowski, Grave, Dauphin, Usunier, "Parseval Networks: Improving

@@ -59,9 +59,12 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         recurrent_initializer: Initializer of `W`; `None` means
             `keras.initializers.Identity(gain=0.05)` (IRNN style, as in the paper).
         bias_initializer: Initializer of the bias.
-        kernel_regularizer, recurrent_regularizer, bias_regularizer: Optional
-            regularizers of `C`, `W` and the bias.
-        kernel_constraint, recurrent_constraint, bias_constraint: Optional constraints.
+        kernel_regularizer: Optional regularizer of `C`.
+        recurrent_regularizer: Optional regularizer of `W`.
+        bias_regularizer: Optional regularizer of the bias.
+        kernel_constraint: Optional constraint of `C`.
+        recurrent_constraint: Optional constraint of `W`.
+        bias_constraint: Optional constraint of the bias.
         dropout: Float in [0, 1), dropout rate on the inputs `x`.
         recurrent_dropout: Float in [0, 1), dropout rate on `h` in `W·h`.
         seed: Optional integer seed of the dropout masks.
@@ -326,12 +329,25 @@ class FastWeightsRNN(keras.layers.RNN):
 
     Args:
         units: Positive integer, dimensionality of the state `h`.
-        inner_steps, decay, fast_learning_rate, activation, use_layer_norm,
-            layer_norm_epsilon, use_bias, kernel_initializer, recurrent_initializer,
-            bias_initializer, kernel_regularizer, recurrent_regularizer, bias_regularizer,
-            kernel_constraint, recurrent_constraint, bias_constraint, dropout,
-            recurrent_dropout, seed: As in `FastWeightsRNNCell` (defaults `S = 1`,
-            `λ = 0.95`, `η = 0.5`, ReLU, layer norm on, `W = 0.05·I`).
+        inner_steps: As in `FastWeightsRNNCell` (default `S = 1`).
+        decay: As in `FastWeightsRNNCell` (default `λ = 0.95`).
+        fast_learning_rate: As in `FastWeightsRNNCell` (default `η = 0.5`).
+        activation: As in `FastWeightsRNNCell` (default ReLU).
+        use_layer_norm: As in `FastWeightsRNNCell` (default: layer norm on).
+        layer_norm_epsilon: As in `FastWeightsRNNCell`.
+        use_bias: As in `FastWeightsRNNCell`.
+        kernel_initializer: As in `FastWeightsRNNCell`.
+        recurrent_initializer: As in `FastWeightsRNNCell` (default `W = 0.05·I`).
+        bias_initializer: As in `FastWeightsRNNCell`.
+        kernel_regularizer: As in `FastWeightsRNNCell`.
+        recurrent_regularizer: As in `FastWeightsRNNCell`.
+        bias_regularizer: As in `FastWeightsRNNCell`.
+        kernel_constraint: As in `FastWeightsRNNCell`.
+        recurrent_constraint: As in `FastWeightsRNNCell`.
+        bias_constraint: As in `FastWeightsRNNCell`.
+        dropout: As in `FastWeightsRNNCell`.
+        recurrent_dropout: As in `FastWeightsRNNCell`.
+        seed: As in `FastWeightsRNNCell`.
         activity_regularizer: Optional regularizer of the output.
         return_sequences: Whether to return the whole sequence of states.
         return_state: Whether to also return the last state `[h, A]`.

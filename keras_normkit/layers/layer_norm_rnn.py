@@ -187,16 +187,22 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
 
     Args:
         units: Positive integer, dimensionality of the output space.
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
+
+    Keyword Args:
         activation: Activation function. Default: `"tanh"`.
         use_bias: Boolean, whether to add the bias vector `b`. Default: `True`.
         kernel_initializer: Initializer for `kernel` (W). Default: `"glorot_uniform"`.
         recurrent_initializer: Initializer for `recurrent_kernel` (U). Default:
             `"orthogonal"`.
         bias_initializer: Initializer for `bias`. Default: `"zeros"`.
-        kernel_regularizer, recurrent_regularizer, bias_regularizer: Optional
-            regularizers of the three weights.
-        kernel_constraint, recurrent_constraint, bias_constraint: Optional constraints
-            of the three weights.
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
         dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
         recurrent_dropout: Float in [0, 1), fraction of the previous output to drop.
             Default: 0.
@@ -205,7 +211,6 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
             `LayerNormalization` and TF-Addons' default).
         norm_gamma_initializer: Initializer for the LN gain. Default: `"ones"`.
         norm_beta_initializer: Initializer for the LN bias. Default: `"zeros"`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: A 2D tensor `(batch, features)`.
@@ -273,21 +278,30 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         activation: Activation of the candidate and of the output (`tanh` above).
         recurrent_activation: Activation of the gates (`sigmoid` above).
         use_bias: Boolean, whether to add the bias `b`. Default: `True`.
-        kernel_initializer, recurrent_initializer, bias_initializer: Initializers of
-            `kernel` (W), `recurrent_kernel` (U) and `bias`, as in `keras.layers.LSTMCell`.
+        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.LSTMCell`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.LSTMCell`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.LSTMCell`.
         unit_forget_bias: Boolean, whether to initialize the forget-gate bias to 1.
             Default: `True`.
-        kernel_regularizer, recurrent_regularizer, bias_regularizer: Optional regularizers.
-        kernel_constraint, recurrent_constraint, bias_constraint: Optional constraints.
+        carry_normalized_state: Boolean, carry `LN_c(c_t)` instead of `c_t` (the
+            TF-Addons behaviour). Default: `False`.
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
+
+    Keyword Args:
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
         dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
         recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
         seed: Optional integer seed for dropout.
         norm_epsilon: Float > 0 added to the variance in every LN. Default: `1e-3`.
         norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
         norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`.
-        carry_normalized_state: Boolean, carry `LN_c(c_t)` instead of `c_t` (the
-            TF-Addons behaviour). Default: `False`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: A 2D tensor `(batch, features)`.
@@ -408,19 +422,28 @@ class LayerNormGRUCell(_LayerNormCellBase):
         activation: Activation of the candidate (`tanh` above).
         recurrent_activation: Activation of the gates (`sigmoid` above).
         use_bias: Boolean, whether to use biases. Default: `True`.
-        kernel_initializer, recurrent_initializer, bias_initializer: Initializers of
-            `kernel` (W), `recurrent_kernel` (U) and `bias`, as in `keras.layers.GRUCell`.
-        kernel_regularizer, recurrent_regularizer, bias_regularizer: Optional regularizers.
-        kernel_constraint, recurrent_constraint, bias_constraint: Optional constraints.
-        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
-        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
         reset_after: Whether to apply the reset gate after (True) or before (False) the
             recurrent matrix multiplication. Default: `True`.
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
+
+    Keyword Args:
+        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.GRUCell`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.GRUCell`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.GRUCell`.
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
+        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
+        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
         seed: Optional integer seed for dropout.
         norm_epsilon: Float > 0 added to the variance in every LN. Default: `1e-3`.
         norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
         norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`.
-        **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: A 2D tensor `(batch, features)`.
