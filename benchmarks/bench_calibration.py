@@ -92,7 +92,7 @@ def memory_child(num_examples):
     dataset = tf.data.Dataset.range(num_examples // batch).map(make).prefetch(2)
     model = keras.Sequential([keras.Input((classes,)), keras.layers.Rescaling(2.5)])
     wrapper = TemperatureScaling(model)
-    wrapper(np.zeros((1, classes), "float32"))  # build before measuring
+    wrapper.build((None, classes))  # build before measuring (calling it needs calibrate)
     rss_before = _status_kib("VmRSS") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:  # reset the peak-RSS counter (VmHWM) so that the peak is that of calibrate()
         with open("/proc/self/clear_refs", "w") as f:

@@ -1,7 +1,8 @@
 """Post-hoc calibration of Keras classifiers (Guo et al., ICML 2017, arXiv:1706.04599).
 
 * Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`,
-  `VectorScaling`, `MatrixScaling`, fitted with `wrapper.calibrate(x, y)`.
+  `VectorScaling`, `MatrixScaling`, fitted with `wrapper.calibrate(x, y)` (used before it,
+  they raise `NotCalibratedError`).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -24,12 +25,18 @@ from keras_normkit.calibration.functional import (
     negative_log_likelihood,
 )
 from keras_normkit.calibration.reliability import reliability_diagram
-from keras_normkit.calibration.wrappers import MatrixScaling, TemperatureScaling, VectorScaling
+from keras_normkit.calibration.wrappers import (
+    MatrixScaling,
+    NotCalibratedError,
+    TemperatureScaling,
+    VectorScaling,
+)
 
 __all__ = [
     "CalibrationBins",
     "CollectedLogits",
     "MatrixScaling",
+    "NotCalibratedError",
     "TemperatureScaling",
     "VectorScaling",
     "calibration_bins",

@@ -6,7 +6,10 @@ fitted map (z / T, w * z + b, or z @ A + b). The parameters are non-trainable we
 the wrapper saves to `.keras` (no `custom_objects`), exports with `model.export()`, and
 serves like any Keras model; its call path uses `keras.ops` only (any backend).
 `calibrate(x, y)` runs the classifier once over held-out data (`collect.py`), then fits the
-map in NumPy (`fitting.py`).
+map in NumPy (`fitting.py`). Until then the wrapper refuses to predict (or export) and raises
+`NotCalibratedError`, rather than silently applying the identity map; loading a saved
+calibrated wrapper (`.keras` or `load_weights`) restores it calibrated, and `set_weights`
+marks it calibrated.
 
 A classifier whose last layer applies softmax or sigmoid is handled by recovering its
 logits as log-probabilities: softmax(log p / T) = softmax(z / T) exactly, since softmax is
@@ -24,11 +27,36 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_normkit.backend import keras_compat
 from keras_normkit.calibration import collect, fitting
 
-__all__ = ["TemperatureScaling", "VectorScaling", "MatrixScaling"]
+__all__ = ["NotCalibratedError", "TemperatureScaling", "VectorScaling", "MatrixScaling"]
 
 _TINY = float(np.finfo(np.float32).tiny)
+# Key of the calibration flag next to a wrapper's variables in a `.keras`/`.weights.h5` file.
+_CALIBRATED_KEY = "calibrated"
+
+
+class NotCalibratedError(ValueError, AttributeError):
+    """A calibration wrapper was used before `calibrate` fitted its map.
+
+    Subclasses both `ValueError` and `AttributeError`, as scikit-learn's `NotFittedError`
+    does, so `hasattr(wrapper, "temperature_")` is `False` before calibration and existing
+    `except ValueError` handlers keep working.
+
+    Example:
+
+    >>> import keras
+    >>> from keras_normkit.calibration import NotCalibratedError, TemperatureScaling
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    >>> wrapper = TemperatureScaling(model)
+    >>> hasattr(wrapper, "temperature_")  # not calibrated yet
+    False
+    >>> issubclass(NotCalibratedError, ValueError)
+    True
+    """
+
+
 _OUTPUTS = ("probabilities", "logits")
 _MODEL_OUTPUTS = ("auto", "logits", "probabilities")
 
@@ -40,9 +68,9 @@ def _output_layer(model):
     except (AttributeError, ValueError):
         outputs = None
     if outputs and len(outputs) == 1:
-        history = getattr(outputs[0], "_keras_history", None)
-        if history is not None:
-            return history[0]
+        layer = keras_compat.producing_layer(outputs[0])
+        if layer is not None:
+            return layer
     layers = getattr(model, "layers", None)
     return layers[-1] if layers else None
 
@@ -101,6 +129,7 @@ class _CalibratedClassifier(keras.Model):
             )
         self.classifier = model
         self.output_type = output
+        self._is_calibrated = False
         if model_output == "auto":
             model_output = _detect_model_output(model)
             if model_output == "probabilities":
@@ -188,7 +217,43 @@ class _CalibratedClassifier(keras.Model):
             return np.log(np.maximum(z, tiny)) - np.log(np.maximum(np.float32(1) - z, tiny))
         return np.log(np.maximum(z, tiny))
 
+    @property
+    def is_calibrated(self):
+        """Whether the map was fitted by `calibrate` (or loaded from a calibrated save)."""
+        return self._is_calibrated
+
+    def _check_calibrated(self, what="be called (or predict, evaluate, export)"):
+        if not self._is_calibrated:
+            raise NotCalibratedError(
+                f"This {type(self).__name__} instance ({self.name!r}) is not calibrated yet, "
+                f"so it cannot {what}: call `calibrate(x_val, y_val)` with held-out data "
+                "first (before calibration its map is the identity, which would silently "
+                "return the uncalibrated probabilities)."
+            )
+
+    def save_own_variables(self, store):
+        super().save_own_variables(store)
+        store[_CALIBRATED_KEY] = np.array(self._is_calibrated)
+
+    def set_weights(self, weights):
+        """Set the weights (the classifier's and the map's); the wrapper counts as calibrated.
+
+        For a map fitted elsewhere, e.g. copied from another wrapper's `get_weights()`.
+        """
+        super().set_weights(weights)
+        self._is_calibrated = True
+
+    def load_own_variables(self, store):
+        # Files written before the flag existed hold calibrated wrappers: no flag = calibrated.
+        keys = list(store.keys())
+        calibrated = True
+        if _CALIBRATED_KEY in keys:
+            calibrated = bool(np.asarray(store[_CALIBRATED_KEY]))
+        super().load_own_variables({k: store[k] for k in keys if k != _CALIBRATED_KEY})
+        self._is_calibrated = calibrated
+
     def call(self, inputs, training=False):
+        self._check_calibrated()
         logits = self._apply(self._logits(self.classifier(inputs, training=training)))
         if self.output_type == "logits":
             return logits
@@ -220,7 +285,8 @@ class _CalibratedClassifier(keras.Model):
             max_memory_bytes: Memory budget of the collected logits (default 1 GiB).
 
         Returns:
-            `self`, calibrated.
+            `self`, calibrated: from now on the wrapper predicts, saves and exports the
+            fitted map (before, calling it raises `NotCalibratedError`).
         """
 
         # Only TensorFlow models have a `distribute_strategy`.
@@ -245,6 +311,7 @@ class _CalibratedClassifier(keras.Model):
                 self.num_classes = data.logits.shape[1]
                 self._create_calibration_weights(self.num_classes)
             self._fit(data.logits, data.labels)
+        self._is_calibrated = True
         return self
 
     def compute_output_shape(self, input_shape):
@@ -287,8 +354,10 @@ class TemperatureScaling(_CalibratedClassifier):
     One scalar T, fitted by `calibrate(x, y)` to minimize the NLL on held-out data (Newton
     in log T, see `fit_temperature`), softens (T > 1) or sharpens (T < 1) the predicted
     probabilities without changing any argmax, so accuracy is unchanged. Binary
-    classifiers with one logit use sigmoid(z / T). T is a non-trainable weight (1 before
-    calibration): it is saved with the model and kept by `model.export()`.
+    classifiers with one logit use sigmoid(z / T). T is a non-trainable weight: it is
+    saved with the model and kept by `model.export()`. Before `calibrate`, calling,
+    predicting with or exporting the wrapper, and reading `temperature_`, raise
+    `NotCalibratedError`.
 
     Args:
 {_COMMON_ARGS}
@@ -331,7 +400,8 @@ class TemperatureScaling(_CalibratedClassifier):
 
     @property
     def temperature_(self):
-        """The fitted temperature T (a Python float; 1.0 before `calibrate`)."""
+        """The fitted temperature T (a Python float); `NotCalibratedError` before `calibrate`."""
+        self._check_calibrated("report a fitted temperature")
         return float(ops.convert_to_numpy(self.temperature))
 
     def _apply(self, logits):
@@ -350,7 +420,8 @@ class VectorScaling(_CalibratedClassifier):
     held-out data (L-BFGS from the temperature solution w = 1/T, see
     `fit_vector_scaling`). It generalizes
     temperature scaling (w = 1/T, b = 0) and may change the argmax. For a single binary
-    logit it is Platt scaling, sigmoid(w z + b).
+    logit it is Platt scaling, sigmoid(w z + b). Before `calibrate`, calling, predicting
+    with or exporting the wrapper raise `NotCalibratedError`.
 
     Args:
 {_COMMON_ARGS}
@@ -414,7 +485,9 @@ class MatrixScaling(_CalibratedClassifier):
     by `calibrate(x, y)` to minimize NLL + l2 * (|off-diagonal of A|^2 + |b|^2) on held-out
     data (L-BFGS from A = I / T, see `fit_matrix_scaling`). The penalty (ODIR, Kull et al.
     2019) keeps the k^2 parameters from overfitting a small validation set; the diagonal
-    is free, so temperature-like solutions cost nothing. It may change the argmax.
+    is free, so temperature-like solutions cost nothing. It may change the argmax. Before
+    `calibrate`, calling, predicting with or exporting the wrapper raise
+    `NotCalibratedError`.
 
     Args:
 {_COMMON_ARGS}

@@ -12,6 +12,7 @@ from sklearn.datasets import load_digits
 
 from keras_normkit.calibration import (
     MatrixScaling,
+    NotCalibratedError,
     TemperatureScaling,
     VectorScaling,
     expected_calibration_error,
@@ -114,7 +115,7 @@ def _temperature_wrapper_recovers_known_miscalibration():
     expected = softmax(2.5 * x.astype(float) / wrapper.temperature_)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(wrapper(x)), expected, atol=1e-5)
     logits = TemperatureScaling(model, output="logits")
-    logits.temperature.assign(wrapper.temperature_)
+    logits.set_weights(wrapper.get_weights())  # a map fitted elsewhere counts as calibrated
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(logits(x)), 2.5 * x / wrapper.temperature_, rtol=1e-5
     )
@@ -274,8 +275,10 @@ def _subclassed_model_builds_weights_lazily():
     classifier(x[:2])
     classifier.dense.set_weights([np.eye(3, dtype="float32") * 2.5, np.zeros(3, "float32")])
     wrapper = MatrixScaling(classifier)
-    assert wrapper(x[:2]).shape == (2, 3)  # weights created by build()
+    wrapper.build(x[:2].shape)  # weights created by build(), before calibration
+    assert keras.ops.convert_to_numpy(wrapper.kernel).shape == (3, 3)
     wrapper.calibrate(x, y, verbose=0)
+    assert wrapper(x[:2]).shape == (2, 3)
     assert keras.ops.convert_to_numpy(wrapper.kernel).shape == (3, 3)
     unbuilt = VectorScaling(Classifier())
     unbuilt.calibrate(x, y, verbose=0)  # weights created from the collected logits
@@ -329,7 +332,9 @@ def _bad_calibration_data():
         wrapper.calibrate(x, y, verbose=0, max_memory_bytes=0)
     with pytest.raises(ValueError, match="batch_size"):
         wrapper.calibrate(x, y, verbose=0, batch_size=0)
-    assert wrapper.temperature_ == 1.0  # nothing was fitted
+    assert not wrapper.is_calibrated  # nothing was fitted
+    with pytest.raises(NotCalibratedError, match="calibrate"):
+        _ = wrapper.temperature_
 
 
 @requires_tensorflow
@@ -360,3 +365,93 @@ def test_wrapper_math():
     _softmax_model_is_calibrated_through_log_probabilities()
     _binary_sigmoid_and_logit_models()
     _subclassed_model_builds_weights_lazily()
+
+
+# ---------------------------------------------------------------------------------------
+# Used before `calibrate`: NotCalibratedError, not a silent identity map.
+# ---------------------------------------------------------------------------------------
+
+WRAPPERS = (TemperatureScaling, VectorScaling, MatrixScaling)
+NOT_CALIBRATED = r"is not calibrated yet.*call `calibrate\(x_val, y_val\)`"
+
+
+def _uncalibrated_wrappers_refuse_to_predict(tmp_path):
+    x, _, kernel, bias = overconfident_problem(n=32, k=3)
+    for cls in WRAPPERS:
+        wrapper = cls(linear_classifier(kernel, bias))
+        assert not wrapper.is_calibrated
+        with pytest.raises(NotCalibratedError, match=cls.__name__ + ".*" + NOT_CALIBRATED):
+            wrapper(x)
+        with pytest.raises(NotCalibratedError, match=NOT_CALIBRATED):
+            wrapper.predict(x, verbose=0)
+        if keras.backend.backend() == "tensorflow":
+            with pytest.raises(NotCalibratedError, match=NOT_CALIBRATED):
+                wrapper.export(str(tmp_path / f"{cls.__name__}_uncalibrated"), verbose=False)
+    # As scikit-learn's NotFittedError: both a ValueError and an AttributeError.
+    assert issubclass(NotCalibratedError, ValueError)
+    assert issubclass(NotCalibratedError, AttributeError)
+    wrapper = TemperatureScaling(linear_classifier(kernel, bias))
+    assert not hasattr(wrapper, "temperature_")
+    with pytest.raises(NotCalibratedError, match="fitted temperature.*calibrate"):
+        _ = wrapper.temperature_
+
+
+def _uncalibrated_wrappers_still_build_and_wire_into_models():
+    x, y, kernel, bias = overconfident_problem(n=400, k=3)
+    for cls in WRAPPERS:
+        wrapper = cls(linear_classifier(kernel, bias))
+        wrapper.build((None, 3))
+        assert wrapper.built and len(wrapper.non_trainable_weights) >= 1
+        inputs = keras.Input((3,))
+        outputs = wrapper(inputs)  # symbolic: no prediction is made
+        assert tuple(outputs.shape) == (None, 3)
+        served = keras.Model(inputs, outputs)
+        with pytest.raises(NotCalibratedError):
+            served.predict(x[:4], verbose=0)
+        wrapper.calibrate(x, y, verbose=0)
+        assert wrapper.is_calibrated
+        np.testing.assert_allclose(
+            served.predict(x[:4], verbose=0), keras.ops.convert_to_numpy(wrapper(x[:4])), atol=1e-6
+        )
+
+
+def _calibration_state_survives_saving(tmp_path):
+    x, y, kernel, bias = overconfident_problem(n=400, k=3)
+    calibrated = TemperatureScaling(linear_classifier(kernel, bias)).calibrate(x, y, verbose=0)
+    expected = keras.ops.convert_to_numpy(calibrated(x[:8]))
+    calibrated.save(tmp_path / "calibrated.keras")
+    reloaded = keras.models.load_model(tmp_path / "calibrated.keras")
+    assert reloaded.is_calibrated
+    assert reloaded.temperature_ == pytest.approx(calibrated.temperature_)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(x[:8])), expected, atol=1e-6)
+    # Weights files carry the flag too.
+    calibrated.save_weights(tmp_path / "calibrated.weights.h5")
+    fresh = TemperatureScaling(linear_classifier(kernel, bias))
+    fresh.build((None, 3))
+    fresh.load_weights(tmp_path / "calibrated.weights.h5")
+    assert fresh.is_calibrated and fresh.temperature_ == pytest.approx(calibrated.temperature_)
+    # A wrapper saved before calibration reloads uncalibrated: it still refuses to predict.
+    for cls in (TemperatureScaling, MatrixScaling):
+        uncalibrated = cls(linear_classifier(kernel, bias))
+        uncalibrated.save(tmp_path / f"uncalibrated_{cls.__name__}.keras")
+        reloaded = keras.models.load_model(tmp_path / f"uncalibrated_{cls.__name__}.keras")
+        assert not reloaded.is_calibrated
+        with pytest.raises(NotCalibratedError, match=NOT_CALIBRATED):
+            reloaded(x[:2])
+        reloaded.calibrate(x, y, verbose=0)
+        assert reloaded.is_calibrated
+    # Files written before the flag existed only held calibrated wrappers.
+    old_format = {"0": np.array(1.7, "float32")}
+    legacy = TemperatureScaling(linear_classifier(kernel, bias))
+    legacy.load_own_variables(old_format)
+    assert legacy.is_calibrated and legacy.temperature_ == pytest.approx(1.7)
+    # `from_config`/`clone_model` give a new, uncalibrated wrapper (weights are not config).
+    clone = TemperatureScaling.from_config(calibrated.get_config())
+    assert not clone.is_calibrated
+
+
+def test_not_calibrated(tmp_path):
+    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    _uncalibrated_wrappers_refuse_to_predict(tmp_path)
+    _uncalibrated_wrappers_still_build_and_wire_into_models()
+    _calibration_state_survives_saving(tmp_path)
