@@ -16,6 +16,9 @@ of a layer's `Call arguments:` section become a list.
 The docstrings themselves (and so the doctests) are not changed.
 """
 
+import importlib
+import inspect
+
 import griffe
 
 _TITLES = ("Example:", "Examples:")
@@ -96,10 +99,36 @@ def rewrite(text):
     return "\n".join(_fence_examples(_indent_examples(lines)))
 
 
-class FlushExamples(griffe.Extension):
-    """Applies `rewrite` to every docstring (keras_normkit's, and Keras's for `L1`, ...)."""
+def _runtime_docstring(obj):
+    """The `__doc__` of the imported class, for one that assigns it (`__doc__ = f"..."`)."""
+    module_path, _, name = obj.path.rpartition(".")
+    value = getattr(importlib.import_module(module_path), name).__doc__
+    return inspect.cleandoc(value) if value else None
 
-    def on_object(self, *, obj, **kwargs):
-        if obj.docstring is not None:
-            if ">>>" in obj.docstring.value:
-                obj.docstring.value = rewrite(obj.docstring.value)
+
+class FlushExamples(griffe.Extension):
+    """Applies `rewrite` to every docstring (keras_normkit's, and Keras's for `L1`, ...).
+
+    A keras_normkit class whose docstring is built at import time (`__doc__ = f"..."`, the
+    calibration wrappers share their `Args:`) has no docstring for static analysis: it gets
+    the one Python computes.
+    """
+
+    def on_object(self, *, obj, loader, **kwargs):
+        if (
+            obj.is_class
+            and obj.docstring is None
+            and "__doc__" in obj.members
+            and obj.path.startswith("keras_normkit.")
+        ):
+            value = _runtime_docstring(obj)
+            if value:
+                obj.docstring = griffe.Docstring(
+                    value,
+                    lineno=obj.lineno,
+                    parent=obj,
+                    parser=loader.docstring_parser,
+                    parser_options=loader.docstring_options,
+                )
+        if obj.docstring is not None and ">>>" in obj.docstring.value:
+            obj.docstring.value = rewrite(obj.docstring.value)
