@@ -1,14 +1,18 @@
 """Training callbacks: learning-rate monitoring and reduction, early stopping, monitors."""
 
+from keras_normkit.callbacks._state import StatefulCallback
 from keras_normkit.callbacks.activation_statistics import ActivationStatistics
+from keras_normkit.callbacks.backup import BackupAndRestore
 from keras_normkit.callbacks.divergence import DivergenceGuard
 from keras_normkit.callbacks.early_stopping import EarlyStopping
 from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
 
 __all__ = [
     "ActivationStatistics",
+    "BackupAndRestore",
     "DivergenceGuard",
     "EarlyStopping",
     "LearningRateMonitor",
     "ReduceLROnPlateau",
+    "StatefulCallback",
 ]

@@ -1,10 +1,12 @@
 """`ActivationStatistics`: mean, variance and percentiles of layer activations over training."""
 
 import math
-import numbers
 
 import keras
 import numpy as np
+
+from keras_normkit._validation import check_bool, check_int
+from keras_normkit.callbacks._state import StatefulCallback
 
 
 def percentile_key(percentile):
@@ -12,8 +14,17 @@ def percentile_key(percentile):
     return f"p{percentile:g}"
 
 
+def truncate_history(callback, epochs_done):
+    """Drop the records of `callback.history` made after `epochs_done` completed epochs."""
+    keep = sum(1 for e in callback.epochs if e <= epochs_done)
+    callback.epochs = callback.epochs[:keep]
+    for stats in callback.history.values():
+        for values in stats.values():
+            del values[keep:]
+
+
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class ActivationStatistics(keras.callbacks.Callback):
+class ActivationStatistics(StatefulCallback):
     """Track the distribution of each layer's activations on a fixed probe batch.
 
     Before training and after every `every_n_epochs` epochs, the model is run on
@@ -21,8 +32,13 @@ class ActivationStatistics(keras.callbacks.Callback):
     `m = mean(a)`, the variance `mean((a - m)^2)` and the requested percentiles of all its
     output values `a` (pooled over the probe examples and the units) are computed. They are
     appended to `.history[layer_name][stat]` (stats `"mean"`, `"variance"`, `"p15"`, `"p50"`,
-    ...), the number of completed epochs to `.epochs` (0 is before training), and written to
-    `logs` as `"{layer_name}/{stat}"`. This is the batch-normalization paper's figure (the
+    ...) and the number of completed epochs to `.epochs` (0 is before training). With
+    `log_values=True` they are also written to the epoch `logs` as `"{layer_name}/{stat}"`
+    (so they reach the progress bar, `History`, `CSVLogger` and `TensorBoard`; put this
+    callback before those in the list); on the epochs between two records those keys hold
+    NaN, never a stale value, so every epoch has the same columns (`CSVLogger` fixes its
+    columns at the first epoch). The history is saved and restored by
+    `keras_normkit.callbacks.BackupAndRestore`; a `fit` from epoch 0 starts a new one. This is the batch-normalization paper's figure (the
     median and the 15th/85th percentiles of an activation over training) for whole layers;
     for self-normalizing networks the mean and variance should stay near (0, 1).
     `keras_normkit.plotting.plot_activation_statistics` draws the history.
@@ -34,6 +50,8 @@ class ActivationStatistics(keras.callbacks.Callback):
             of a Sequential or Functional model except its input layers.
         percentiles: Percentiles to compute, numbers in [0, 100].
         every_n_epochs: Integer >= 1, the recording period in epochs.
+        log_values: Whether to write the statistics into the epoch `logs` too (five
+            values per layer by default); `False` keeps them in `.history` only.
 
     Example:
 
@@ -53,7 +71,14 @@ class ActivationStatistics(keras.callbacks.Callback):
     Training by Reducing Internal Covariate Shift", ICML 2015 (Figure 1).
     """
 
-    def __init__(self, probe_data, layers=None, percentiles=(15, 50, 85), every_n_epochs=1):
+    def __init__(
+        self,
+        probe_data,
+        layers=None,
+        percentiles=(15, 50, 85),
+        every_n_epochs=1,
+        log_values=True,
+    ):
         super().__init__()
         if probe_data is None:
             raise ValueError("`probe_data` must be the model's input for a probe batch.")
@@ -76,18 +101,11 @@ class ActivationStatistics(keras.callbacks.Callback):
             raise ValueError(
                 f"`percentiles` must be numbers in [0, 100]. Received: percentiles={percentiles!r}"
             )
-        if (
-            isinstance(every_n_epochs, bool)
-            or not isinstance(every_n_epochs, numbers.Integral)
-            or every_n_epochs < 1
-        ):
-            raise ValueError(
-                f"`every_n_epochs` must be an integer >= 1. Received: {every_n_epochs!r}"
-            )
         self.probe_data = probe_data
         self.layers = layers
         self.percentiles = percentiles
-        self.every_n_epochs = int(every_n_epochs)
+        self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, 1)
+        self.log_values = check_bool("log_values", log_values)
         self.epochs = []
         self.history = {}
         self._probe = None
@@ -139,23 +157,50 @@ class ActivationStatistics(keras.callbacks.Callback):
             result[name] = stats
         return result
 
+    def _stat_names(self):
+        return ["mean", "variance", *(percentile_key(p) for p in self.percentiles)]
+
     def _record(self, epochs_done, logs=None):
         self.epochs.append(epochs_done)
         for name, stats in self.statistics().items():
             per_layer = self.history.setdefault(name, {})
             for stat, value in stats.items():
                 per_layer.setdefault(stat, []).append(value)
-                if logs is not None:
+                if logs is not None and self.log_values:
                     logs[f"{name}/{stat}"] = value
 
     def on_train_begin(self, logs=None):
         self._build_probe()
-        if not self.epochs:
-            self._record(0)
+        self._first_epoch = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not getattr(self, "_first_epoch", False):
+            return
+        self._first_epoch = False
+        # `epoch` epochs are done: a fit from epoch 0 starts a new history; when resuming,
+        # records past `epoch` belong to the interrupted run.
+        truncate_history(self, epoch if epoch > 0 else -1)
+        if not self.epochs:  # nothing recorded, or nothing restored: record the start
+            self._record(epoch)
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_n_epochs == 0:
             self._record(epoch + 1, logs)
+        elif logs is not None and self.log_values:
+            for name in self._names:
+                for stat in self._stat_names():
+                    logs[f"{name}/{stat}"] = math.nan
+
+    def get_state(self):
+        """The recorded `epochs` and `history`."""
+        return {"epochs": list(self.epochs), "history": self.history}
+
+    def set_state(self, state):
+        self.epochs = list(state["epochs"])
+        self.history = {
+            name: {stat: list(values) for stat, values in stats.items()}
+            for name, stats in state["history"].items()
+        }
 
     def get_config(self):
         probe = self.probe_data
@@ -169,6 +214,7 @@ class ActivationStatistics(keras.callbacks.Callback):
             "layers": layers,
             "percentiles": list(self.percentiles),
             "every_n_epochs": self.every_n_epochs,
+            "log_values": self.log_values,
         }
 
     @classmethod

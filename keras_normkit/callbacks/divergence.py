@@ -6,6 +6,7 @@ import keras
 
 from keras_normkit._validation import check_number
 from keras_normkit.callbacks._monitor import get_monitor_value
+from keras_normkit.callbacks._state import StatefulCallback, weights_state
 from keras_normkit.callbacks.learning_rate import (
     _inner_optimizer,
     scale_learning_rate,
@@ -15,7 +16,7 @@ from keras_normkit.callbacks.learning_rate import (
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class DivergenceGuard(keras.callbacks.Callback):
+class DivergenceGuard(StatefulCallback):
     """Detect a diverging loss; stop, or roll back to the last good epoch and halve the rate.
 
     The monitored value diverges when it is NaN or infinite, or when
@@ -160,6 +161,28 @@ class DivergenceGuard(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         untrack_schedule_multiplier(self.model)
+
+    def get_state(self):
+        """The best value, the events and the last good weights and optimizer slots."""
+
+        def saved(pair):
+            return None if pair is None else [weights_state(pair[0]), weights_state(pair[1])]
+
+        return {
+            "best": self.best,
+            "events": [dict(e) for e in self.events],
+            "good": saved(self._good),
+            "candidate": saved(getattr(self, "_candidate", None)),
+        }
+
+    def set_state(self, state):
+        def loaded(pair):
+            return None if pair is None else (list(pair[0]), list(pair[1]))
+
+        self.best = state["best"]
+        self.events = [dict(e) for e in state["events"]]
+        self._good = loaded(state["good"])
+        self._candidate = loaded(state["candidate"])
 
     def get_config(self):
         return {"monitor": self.monitor, "factor": self.factor, "on_divergence": self.on_divergence}

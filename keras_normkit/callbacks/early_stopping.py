@@ -3,12 +3,14 @@
 import json
 import math
 import os
+import warnings
 
 import keras
 import numpy as np
 
 from keras_normkit._validation import check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
+from keras_normkit.callbacks._state import StatefulCallback, weights_state
 
 CRITERIA = ("patience", "generalization_loss", "progress_quotient", "up")
 
@@ -29,7 +31,7 @@ def training_progress(strip):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class EarlyStopping(keras.callbacks.Callback):
+class EarlyStopping(StatefulCallback):
     """Stop training by Prechelt's GL, PQ or UP criterion, or by Keras's patience rule.
 
     With `E_va(t)` the monitored validation error after epoch `t` and
@@ -55,11 +57,11 @@ class EarlyStopping(keras.callbacks.Callback):
     weights of the best epoch are restored if `restore_best_weights`. `best_epoch`,
     `stopped_epoch` (0-based, `None` if training was not stopped) and `stop_reason` are
     recorded; `trace` lists the criterion's values per epoch. If `fit` is interrupted and
-    resumed with `keras.callbacks.BackupAndRestore`, the state of the epoch before the
-    resumed one (best value and weights, counters, strip) is used, so the run stops where an
-    uninterrupted one would: from memory when the same callback instance is passed again,
-    and from `backup_dir` (written after every epoch, deleted when training ends) when a
-    new process resumes with a new instance.
+    resumed, the state of the epoch before the resumed one (best value and weights,
+    counters, strip) is used, so the run stops where an uninterrupted one would:
+    `keras_normkit.callbacks.BackupAndRestore` saves it with the model (`get_state` /
+    `set_state`), so a new process resumes with a new instance; with Keras's own
+    `BackupAndRestore`, only the same instance resumes (from memory).
 
     Args:
         monitor: Quantity to be monitored, e.g. `"val_loss"`.
@@ -74,9 +76,9 @@ class EarlyStopping(keras.callbacks.Callback):
         restore_best_weights: Restore the best epoch's weights when training ends.
         start_from_epoch: Integer >= 0, epochs to ignore at the start.
         verbose: 0 or 1 (messages when stopping and restoring).
-        backup_dir: Optional directory (e.g. the `BackupAndRestore` directory) where the
-            state is saved after every epoch, so that it survives the process; deleted
-            when `fit` ends normally.
+        backup_dir: Deprecated (use `keras_normkit.callbacks.BackupAndRestore`, which
+            saves the state of all our callbacks). Optional directory where the state is
+            saved after every epoch; deleted when `fit` ends normally.
 
     Example:
 
@@ -115,6 +117,14 @@ class EarlyStopping(keras.callbacks.Callback):
                 f"`backup_dir` must be a path or None. Received: backup_dir={backup_dir!r}"
             )
         self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
+        if self.backup_dir is not None:
+            warnings.warn(
+                "`EarlyStopping(backup_dir=...)` is deprecated: pass "
+                "`keras_normkit.callbacks.BackupAndRestore(backup_dir)` to `fit` instead, which "
+                "saves and restores the state of every keras_normkit callback.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
         if criterion not in CRITERIA:
@@ -240,8 +250,10 @@ class EarlyStopping(keras.callbacks.Callback):
                 os.remove(os.path.join(self.backup_dir, name))
 
     def _read_snapshots(self):
+        if self.backup_dir is None:
+            return {}
         path = self._state_path(".json")
-        if self.backup_dir is None or not os.path.exists(path):
+        if not os.path.exists(path):
             return {}
         with open(path) as f:
             document = json.load(f)
@@ -261,6 +273,24 @@ class EarlyStopping(keras.callbacks.Callback):
         for name in os.listdir(self.backup_dir):
             if name.startswith("keras_normkit_early_stopping"):
                 os.remove(os.path.join(self.backup_dir, name))
+
+    def get_state(self):
+        """The counters, best value and weights, strip and trace after the last epoch."""
+        state = {name: getattr(self, name) for name in self._STATE}
+        state["best_weights"] = weights_state(self.best_weights)
+        state["strip"] = list(self.strip)
+        state["trace"] = [dict(row) for row in self.trace]
+        state["sign"] = self._sign
+        return state
+
+    def set_state(self, state):
+        state = dict(state)
+        self._sign = state.pop("sign")
+        self._restore_snapshot(state)
+        self.trace = [dict(row) for row in self.trace]
+        self._snapshots = {}
+        self._starting = False  # the resumed state replaces the in-memory one
+        self._completed = False
 
     def _restore_snapshot(self, state):
         for name, value in state.items():

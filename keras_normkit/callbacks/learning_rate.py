@@ -8,6 +8,7 @@ import numpy as np
 from keras_normkit import schedules
 from keras_normkit._validation import check_choice, check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
+from keras_normkit.callbacks._state import StatefulCallback
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
 
@@ -99,7 +100,7 @@ def scale_learning_rate(model, factor, min_lr=0.0):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class LearningRateMonitor(keras.callbacks.Callback):
+class LearningRateMonitor(StatefulCallback):
     """Write the optimizer's current learning rate into `logs["learning_rate"]`.
 
     At the end of every epoch `logs["learning_rate"]` is set to `optimizer.learning_rate`
@@ -141,6 +142,12 @@ class LearningRateMonitor(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.steps = []
 
+    def get_state(self):
+        return {"steps": [list(pair) for pair in self.steps]}
+
+    def set_state(self, state):
+        self.steps = [tuple(pair) for pair in state["steps"]]
+
     def on_train_batch_end(self, batch, logs=None):
         if not self.per_step:
             return
@@ -163,7 +170,7 @@ class LearningRateMonitor(keras.callbacks.Callback):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class ReduceLROnPlateau(keras.callbacks.Callback):
+class ReduceLROnPlateau(StatefulCallback):
     """Multiply the learning rate by `factor` when a metric stops improving; schedules too.
 
     Same rule and arguments as `keras.callbacks.ReduceLROnPlateau`: after `patience` epochs
@@ -179,6 +186,9 @@ class ReduceLROnPlateau(keras.callbacks.Callback):
     an extra optimizer variable that a model rebuilt from its config lacks: Keras then skips
     loading the optimizer state (with a warning); use weights checkpoints during `fit`. The
     rate after this callback's epoch-end update is written to `logs["learning_rate"]`.
+    Its counters (best value, wait, cooldown, reductions) are saved and restored by
+    `keras_normkit.callbacks.BackupAndRestore`, so a resumed run reduces when an
+    uninterrupted one would (with our `BackupAndRestore` the list order does not matter).
 
     Args:
         monitor: Quantity to be monitored.
@@ -243,6 +253,22 @@ class ReduceLROnPlateau(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._reset()
+
+    def get_state(self):
+        return {
+            "sign": self._sign,
+            "best": self._best,
+            "wait": self.wait,
+            "cooldown_counter": self.cooldown_counter,
+            "reductions": [list(r) for r in self.reductions],
+        }
+
+    def set_state(self, state):
+        self._sign = state["sign"]
+        self._best = state["best"]
+        self.wait = state["wait"]
+        self.cooldown_counter = state["cooldown_counter"]
+        self.reductions = [tuple(r) for r in state["reductions"]]
 
     def on_train_end(self, logs=None):
         untrack_schedule_multiplier(self.model)

@@ -110,3 +110,44 @@ def test_bad_input_and_config():
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(stats))
     assert clone.get_config() == config
     np.testing.assert_allclose(clone.probe_data, x[:4])
+
+
+def test_every_n_epochs_values_reach_csv_logger_and_log_values_false_keeps_them_out(tmp_path):
+    """CSVLogger fixes its columns at the first epoch: the off epochs carry NaN, not a gap."""
+    import csv
+
+    x, y = digits()
+    model = deep_net("snn", depth=1)
+    stats = ActivationStatistics(x[:32], layers=["act0"], every_n_epochs=2)
+    path = str(tmp_path / "log.csv")
+    history = model.fit(
+        x[:64],
+        y[:64],
+        epochs=4,
+        batch_size=64,
+        verbose=0,
+        callbacks=[stats, keras.callbacks.CSVLogger(path)],
+    )
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert [row["epoch"] for row in rows] == ["0", "1", "2", "3"]
+    for stat in ("mean", "variance", "p15", "p50", "p85"):
+        column = [float(row[f"act0/{stat}"]) for row in rows]
+        recorded = stats.history["act0"][stat]  # epochs 0 (before training), 2, 4
+        assert np.isnan(column[0]) and np.isnan(column[2])
+        assert column[1] == pytest.approx(recorded[1], rel=1e-12)  # after 2 epochs
+        assert column[3] == pytest.approx(recorded[2], rel=1e-12)
+        np.testing.assert_array_equal(history.history[f"act0/{stat}"], column)
+
+    model = deep_net("snn", depth=1)
+    quiet = ActivationStatistics(x[:32], layers=["act0"], log_values=False)
+    path = str(tmp_path / "quiet.csv")
+    history = model.fit(
+        x[:64], y[:64], epochs=2, verbose=0, callbacks=[quiet, keras.callbacks.CSVLogger(path)]
+    )
+    assert sorted(history.history) == ["loss"]
+    with open(path) as f:
+        assert not any("act0" in column for column in next(csv.reader(f)))
+    assert quiet.epochs == [0, 1, 2] and len(quiet.history["act0"]["mean"]) == 3
+    with pytest.raises(TypeError, match="log_values"):
+        ActivationStatistics(x[:4], log_values=1)

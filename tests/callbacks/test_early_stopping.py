@@ -450,6 +450,7 @@ def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
 def test_resume_in_a_new_process_from_backup_dir(tmp_path):
     """A new model and new callback instances (as after a crash) resume from the disk state."""
     (x, y), val = digits()
@@ -494,6 +495,7 @@ def test_resume_in_a_new_process_from_backup_dir(tmp_path):
     )
 
 
+@pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
 def test_backup_dir_round_trips_state_and_is_validated(tmp_path):
     """The on-disk snapshots reproduce the in-memory ones exactly; bad paths are rejected."""
     callback = EarlyStopping(criterion="up", alpha=2, strip_length=2, backup_dir=tmp_path)
