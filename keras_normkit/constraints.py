@@ -25,6 +25,15 @@ def parseval_retraction(matrix, beta):
     Each singular value maps by `s -> (1 + beta) s - beta s^3` (singular vectors are
     kept), whose attracting fixed point is `s = 1`. `W W^T W` is computed through the
     smaller Gram matrix.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.constraints import parseval_retraction
+    >>> w = np.diag([0.5, 2.0]).astype("float32")  # singular values 0.5 and 2
+    >>> print(np.round(keras.ops.convert_to_numpy(parseval_retraction(w, 0.1)), 4))
+    [[0.5375 0.    ]
+     [0.     1.4   ]]
     """
     rows, cols = matrix.shape
     if cols <= rows:
@@ -143,6 +152,15 @@ def project_to_simplex(x):
     Sort-based algorithm: with `u` sorted in decreasing order and `c_j` its cumulative
     sums, `rho = max{j : u_j - (c_j - 1) / j > 0}`, `theta = (c_rho - 1) / rho` and the
     projection is `max(x - theta, 0)`.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.constraints import project_to_simplex
+    >>> p = project_to_simplex(np.array([[0.5, 1.2, -0.3], [0.2, 0.2, 0.2]]))
+    >>> print(np.round(keras.ops.convert_to_numpy(p), 4))  # theta = 0.35, then -0.2667
+    [[0.15   0.85   0.    ]
+     [0.3333 0.3333 0.3333]]
     """
     x = ops.convert_to_tensor(x)
     n = x.shape[-1]

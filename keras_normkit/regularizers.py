@@ -40,6 +40,16 @@ def parseval_matrix(kernel, conv_scaling=True):
 
     Returns:
         `(matrix, scale)`: the 2-D matrix and the Python float it was multiplied by.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.regularizers import parseval_matrix
+    >>> matrix, scale = parseval_matrix(np.ones((3, 3, 4, 8), "float32"))
+    >>> tuple(matrix.shape), scale  # (3 * 3 * 4, 8), sqrt(3 * 3)
+    ((36, 8), 3.0)
+    >>> float(keras.ops.convert_to_numpy(matrix)[0, 0])
+    3.0
     """
     shape = tuple(kernel.shape)
     scale = parseval_scale(shape, conv_scaling)

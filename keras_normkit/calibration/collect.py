@@ -195,6 +195,18 @@ def collect_logits(
 
     Returns:
         A `CollectedLogits`; close it (or use it in a `with` block) to delete spill files.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.calibration import collect_logits
+    >>> x = np.arange(12, dtype="float32").reshape(6, 2)
+    >>> with collect_logits(lambda batch: 2 * batch, x, [0, 1, 0, 1, 0, 1],
+    ...                     batch_size=4, verbose=0) as collected:
+    ...     print(collected.logits.shape, collected.labels.tolist(), collected.spilled)
+    ...     print(collected.logits[-1].tolist())  # 2 * x[-1]
+    (6, 2) [0, 1, 0, 1, 0, 1] False
+    [20.0, 22.0]
     """
     if isinstance(max_memory_bytes, bool) or not (
         isinstance(max_memory_bytes, (int, np.integer)) and max_memory_bytes > 0
