@@ -11,6 +11,8 @@ import tempfile
 
 import keras
 
+from keras_normkit._validation import check_bool
+
 __all__ = ["export_saved_model", "convert_to_tflite"]
 
 
@@ -85,19 +87,24 @@ def export_saved_model(model, path, input_signature=None, signature_name="servin
     return path
 
 
-def convert_to_tflite(model, path, optimizations=None):
+def convert_to_tflite(model, path, optimizations=None, allow_select_tf_ops=False):
     """Convert `model` to a TFLite flatbuffer written to `path`.
 
     The model is first exported as a SavedModel (so its inference graph is what gets
     converted), then converted with `tf.lite.TFLiteConverter` using TFLite built-in ops
-    only. When an op cannot be converted, the error names the op and the Keras layer(s)
-    that produce it, instead of the converter's raw log.
+    only, unless `allow_select_tf_ops=True`. When an op cannot be converted, the error
+    names the op and the Keras layer(s) that produce it, instead of the converter's raw log.
 
     Args:
         model: A built `keras.Model`.
         path: File to write the `.tflite` model to.
         optimizations: Optional list of `tf.lite.Optimize` values (e.g.
             `[tf.lite.Optimize.DEFAULT]` for dynamic-range quantization).
+        allow_select_tf_ops: If `True`, ops without a TFLite built-in kernel are kept as
+            TensorFlow ops (`tf.lite.OpsSet.SELECT_TF_OPS`, next to the built-in ops), e.g.
+            the TensorList ops of a recurrent loop. The flatbuffer then needs a TFLite
+            runtime with the Flex delegate (`tensorflow-lite-select-tf-ops` on Android);
+            the default `False` keeps it runnable by every TFLite interpreter.
 
     Returns:
         The flatbuffer as `bytes` (also written to `path`).
@@ -111,23 +118,55 @@ def convert_to_tflite(model, path, optimizations=None):
     """
     tf = _require_tensorflow("convert_to_tflite")
     _validate_model(model, "convert_to_tflite")
+    allow_select_tf_ops = check_bool("allow_select_tf_ops", allow_select_tf_ops)
+
+    def convert(saved, select_tf_ops):
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if select_tf_ops:
+            converter.target_spec.supported_ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+        if optimizations:
+            converter.optimizations = list(optimizations)
+        return converter.convert()
+
     with tempfile.TemporaryDirectory() as tmp:
         saved = os.path.join(tmp, "saved_model")
         model.export(saved, verbose=False)
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        if optimizations:
-            converter.optimizations = list(optimizations)
         try:
-            flatbuffer = converter.convert()
+            flatbuffer = convert(saved, allow_select_tf_ops)
         except Exception as error:  # the converter raises ConverterError with a long log
-            raise ValueError(_describe_conversion_failure(model, str(error))) from error
+            # Only on failure: find out whether the option would help, so the message can say.
+            select_would_convert = None
+            if not allow_select_tf_ops:
+                try:
+                    convert(saved, True)
+                    select_would_convert = True
+                except Exception:
+                    select_would_convert = False
+            raise ValueError(
+                _describe_conversion_failure(
+                    model, str(error), allow_select_tf_ops, select_would_convert
+                )
+            ) from error
     with open(path, "wb") as f:
         f.write(flatbuffer)
     return flatbuffer
 
 
-def _describe_conversion_failure(model, message):
+def _batch_is_dynamic(model):
+    """True/False when the model's inputs say whether the batch dimension is dynamic, else None."""
+    try:
+        inputs = keras.tree.flatten(model.inputs)
+    except (AttributeError, ValueError):
+        return None
+    if not inputs:
+        return None
+    return any(len(x.shape) == 0 or x.shape[0] is None for x in inputs)
+
+
+def _describe_conversion_failure(
+    model, message, allow_select_tf_ops=False, select_would_convert=None
+):
     """Name the unconvertible ops and the layers they come from, from the converter's log."""
     ops = sorted(set(re.findall(r"'tf\.([A-Za-z0-9]+)' op (?:is neither|requires)", message)))
     ops = ops or sorted(set(re.findall(r"\btf\.([A-Z][A-Za-z0-9]+)\(", message)))
@@ -146,12 +185,33 @@ def _describe_conversion_failure(model, message):
     first_line = message.strip().splitlines()[0] if message.strip() else ""
     hint = ""
     if any(op.startswith("TensorList") for op in ops):
+        batch = ""
+        if _batch_is_dynamic(model):
+            batch = " (here the batch dimension is dynamic, so neither is the element shape)"
         hint = (
-            " TensorList ops come from a recurrent loop over a dynamic batch: TFLite's "
-            "built-in ops cannot express it (Keras's own LSTM fails the same way); convert "
-            "with SELECT_TF_OPS or use QRN's parallel implementation."
+            " TensorList ops come from a recurrent loop stepping over time: it keeps its "
+            "per-step values in a TensorList without a static element shape"
+            f"{batch}, which TFLite's built-in ops cannot lower (Keras's own LSTM fails the "
+            "same way)."
+        )
+        alternative = ", or use QRN's parallel implementation (no loop)"
+    else:
+        alternative = ""
+    if allow_select_tf_ops or select_would_convert is False:
+        given = "was given" if allow_select_tf_ops else "would not help either"
+        remedy = (
+            " It is not among the TensorFlow ops TFLite can select (allow_select_tf_ops=True "
+            f"{given}): replace the op in the layer{alternative}, or register a TFLite "
+            "custom op."
+        )
+    else:
+        checked = " (checked: the model converts that way)" if select_would_convert else ""
+        remedy = (
+            " Pass `allow_select_tf_ops=True` to `convert_to_tflite` to keep it as a "
+            f"TensorFlow op{checked}; the TFLite runtime then needs the Flex delegate"
+            f"{alternative}."
         )
     return (
         f"TFLite cannot convert model {model.name!r}: op {op_text} (from layer {layer_text}) "
-        f"has no TFLite built-in kernel.{hint} Converter said: {first_line[:300]}"
+        f"has no TFLite built-in kernel.{hint}{remedy} Converter said: {first_line[:300]}"
     )

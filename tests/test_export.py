@@ -138,3 +138,63 @@ def test_bad_arguments(tmp_path):
         export_saved_model(snn_model(), tmp_path / "b", signature_name="not valid")
     with pytest.raises(ValueError, match="built"):
         convert_to_tflite(keras.Sequential([keras.layers.Dense(2)]), tmp_path / "c")
+
+
+def test_tflite_error_for_an_op_select_tf_ops_cannot_keep_either(tmp_path):
+    from keras_normkit.export import convert_to_tflite
+
+    # Erfinv has neither a TFLite kernel nor a Flex (select TF ops) kernel.
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(4), InverseErf(name="inverse_erf")]
+    )
+    for allow, given in [(False, "would not help either"), (True, "was given")]:
+        with pytest.raises(ValueError) as info:
+            convert_to_tflite(model, tmp_path / "m.tflite", allow_select_tf_ops=allow)
+        message = str(info.value)
+        assert "op Erfinv (from layer inverse_erf)" in message
+        assert (
+            f"not among the TensorFlow ops TFLite can select (allow_select_tf_ops=True {given})"
+            in message
+        )
+        assert "batch" not in message.split("Converter said:")[0]  # no loop: nothing on batches
+        assert not (tmp_path / "m.tflite").exists()
+
+
+def _recurrent_model(batch_size):
+    from keras_normkit.layers import LayerNormSimpleRNN
+
+    keras.utils.set_random_seed(0)
+    story = keras.Input((5, 3), batch_size=batch_size, name="story")
+    return keras.Model(story, LayerNormSimpleRNN(4, name="recurrent")(story))
+
+
+@pytest.mark.parametrize("batch_size", [None, 1])
+def test_tflite_recurrent_error_mentions_a_dynamic_batch_only_when_there_is_one(
+    batch_size, tmp_path
+):
+    from keras_normkit.export import convert_to_tflite
+
+    with pytest.raises(ValueError) as info:
+        convert_to_tflite(_recurrent_model(batch_size), tmp_path / "m.tflite")
+    message = str(info.value)
+    assert "TensorListReserve (from layer recurrent)" in message
+    assert "recurrent loop stepping over time" in message
+    assert (
+        "Pass `allow_select_tf_ops=True` to `convert_to_tflite` to keep it as a TensorFlow op "
+        "(checked: the model converts that way)" in message
+    )
+    assert "SELECT_TF_OPS" not in message.split("Converter said:")[0]  # names our option
+    assert ("batch dimension is dynamic" in message) == (batch_size is None)
+    if batch_size == 1:
+        assert "dynamic" not in message.split("Converter said:")[0]
+
+
+def test_tflite_allow_select_tf_ops_converts_a_recurrent_loop(tmp_path):
+    from keras_normkit.export import convert_to_tflite
+
+    flatbuffer = convert_to_tflite(
+        _recurrent_model(None), tmp_path / "m.tflite", allow_select_tf_ops=True
+    )
+    assert b"FlexTensorListReserve" in flatbuffer  # the loop's ops kept as TensorFlow ops
+    with pytest.raises(TypeError, match=r"`allow_select_tf_ops` must be a Python bool.*'yes'"):
+        convert_to_tflite(_recurrent_model(None), tmp_path / "n.tflite", allow_select_tf_ops="yes")
