@@ -13,6 +13,7 @@ ICLR 2016, arXiv:1511.06422.
 """
 
 import math
+import warnings
 
 import keras
 import numpy as np
@@ -152,7 +153,14 @@ def lsuv_initialize(model, x, target_variance=1.0, tolerance=0.05, max_iteration
     Returns:
         A list with one dict per processed layer, in order: `{"layer": name,
         "initial_variance": float (after the orthogonal init), "variance": float
-        (final), "iterations": int (rescalings done), "converged": bool}`.
+        (final), "iterations": int (rescalings done), "converged": bool, "reason": None,
+        or why the layer did not converge}`.
+
+    Warns:
+        UserWarning: naming every layer that did not converge and why: an output variance
+            of 0 on `x` (a constant batch, e.g. all zeros: no rescaling of the kernel can
+            reach `target_variance`), a non-finite variance (NaN/inf in `x`), or
+            `max_iterations` rescalings without reaching the tolerance.
 
     Example:
 
@@ -205,6 +213,15 @@ def lsuv_initialize(model, x, target_variance=1.0, tolerance=0.05, max_iteration
         report.append(_rescale_layer(layer, inputs, target_variance, tolerance, max_iterations))
         if sequential:
             hidden = layer(hidden, training=False)
+    failed = [r for r in report if not r["converged"]]
+    if failed:
+        details = "; ".join(f"{r['layer']!r}: {r['reason']}" for r in failed)
+        warnings.warn(
+            f"lsuv_initialize did not reach target_variance={target_variance} (tolerance "
+            f"{tolerance}) for {len(failed)} of {len(report)} layer(s): {details}.",
+            UserWarning,
+            stacklevel=2,
+        )
     return report
 
 
@@ -212,7 +229,9 @@ def _rescale_layer(layer, inputs, target_variance, tolerance, max_iterations):
     variance = float(np.var(ops.convert_to_numpy(_pre_activation(layer, inputs))))
     entry = {"layer": layer.name, "initial_variance": variance, "iterations": 0}
     for _ in range(max_iterations):
-        if abs(variance - target_variance) <= tolerance or variance == 0.0:
+        if abs(variance - target_variance) <= tolerance or not variance > 0.0:
+            break  # converged, or no rescaling can help (a variance of 0, or NaN)
+        if not math.isfinite(variance):
             break
         factor = math.sqrt(variance / target_variance)
         layer.kernel.assign(layer.kernel / factor)
@@ -220,4 +239,22 @@ def _rescale_layer(layer, inputs, target_variance, tolerance, max_iterations):
         variance = float(np.var(ops.convert_to_numpy(_pre_activation(layer, inputs))))
     entry["variance"] = variance
     entry["converged"] = abs(variance - target_variance) <= tolerance
+    entry["reason"] = None
+    if entry["converged"]:
+        pass
+    elif variance == 0.0:
+        entry["reason"] = (
+            "its output variance on `x` is 0 (the layer's input is constant, e.g. an all-zero "
+            "or constant batch), so no rescaling of the kernel can reach the target; pass a "
+            "batch of real, varied inputs"
+        )
+    elif not math.isfinite(variance):
+        entry["reason"] = (
+            f"its output variance is not finite ({variance}); check `x` for NaN or inf values"
+        )
+    else:
+        entry["reason"] = (
+            f"its output variance is {variance:.4g} after max_iterations={max_iterations} "
+            "rescalings; increase `max_iterations` or `tolerance`"
+        )
     return entry

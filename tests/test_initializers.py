@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -173,10 +174,55 @@ def test_lsuv_small_functional_cnn_and_skipped_layers():
 def test_lsuv_reports_non_convergence_honestly():
     x = np.random.default_rng(2).normal(size=(128, 16)).astype("float32")
     model = _deep_tanh_mlp(depth=3)
-    report = lsuv_initialize(model, x, tolerance=1e-9, max_iterations=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = lsuv_initialize(model, x, tolerance=1e-9, max_iterations=1)
     assert all(r["iterations"] == 1 for r in report)
     # One rescaling is exact for a bias-free, zero-bias layer: it gets within float error.
     assert all(abs(r["variance"] - 1.0) < 1e-5 for r in report)
+    # Layers that missed the (absurd) tolerance are named, with the reason.
+    missed = [r for r in report if not r["converged"]]
+    assert all("after max_iterations=1 rescalings" in r["reason"] for r in missed)
+    assert all(r["reason"] is None for r in report if r["converged"])
+    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    if missed:
+        assert len(messages) == 1 and "increase `max_iterations` or `tolerance`" in messages[0]
+    else:
+        assert not messages
+
+
+@pytest.mark.parametrize("value", [0.0, 3.0])
+def test_lsuv_on_a_constant_batch_warns_with_the_reason(value):
+    x = np.full((64, 16), value, "float32")
+    model = _deep_tanh_mlp(depth=3)
+    if value == 0.0:
+        # Every pre-activation is 0: no rescaling can give it variance 1.
+        with pytest.warns(UserWarning) as record:
+            report = lsuv_initialize(model, x, seed=0)
+        message = str(record[0].message)
+        assert "lsuv_initialize did not reach target_variance=1.0" in message
+        assert f"for {len(report)} of {len(report)} layer(s)" in message
+        assert "output variance on `x` is 0" in message and "constant" in message
+        for r in report:
+            assert r["converged"] is False and r["variance"] == 0.0 and r["iterations"] == 0
+            assert "no rescaling of the kernel can reach the target" in r["reason"]
+            assert f"{r['layer']!r}: its output variance on `x` is 0" in message
+        for layer in model.layers:  # the kernels were not blown up by a division by 0
+            assert np.isfinite(keras.ops.convert_to_numpy(layer.kernel)).all()
+    else:
+        # A constant non-zero batch still varies across units: LSUV works, silently.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            report = lsuv_initialize(model, x, seed=0)
+        assert all(r["converged"] for r in report)
+
+
+def test_lsuv_non_finite_batch_warns():
+    x = np.random.default_rng(0).normal(size=(64, 16)).astype("float32")
+    x[3, 2] = np.nan
+    with pytest.warns(UserWarning, match=r"not finite \(nan\); check `x` for NaN or inf"):
+        report = lsuv_initialize(_deep_tanh_mlp(depth=2), x, seed=0)
+    assert report[0]["iterations"] == 0 and not report[0]["converged"]
 
 
 def test_lsuv_bad_input():
