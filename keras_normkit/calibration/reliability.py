@@ -12,10 +12,12 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
 
     For each confidence bin B_m = ((m-1)/M, m/M] (see `calibration_bins`) a blue bar
     shows acc(B_m) and a hatched red bar the gap up (or down) to conf(B_m); a perfectly
-    calibrated classifier follows the dashed diagonal. Grey bars on a secondary axis show
-    the fraction of examples per bin (the confidence histogram), since a large gap in an
-    almost empty bin matters little. The title reports ECE (see
-    `expected_calibration_error`, same bins).
+    calibrated classifier follows the dashed diagonal. Translucent grey bars, drawn on top
+    on a secondary axis (`ax.histogram_axes`, its scale on the right), show the fraction of
+    examples per bin (the confidence histogram), since a large gap in an almost empty bin
+    matters little; they fill at most the lower quarter of the plot, and the accuracy bars
+    stay visible through them. The title reports ECE (see `expected_calibration_error`,
+    same bins).
 
     Args:
         probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
@@ -51,12 +53,6 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
     full = bins.counts > 0
     accuracy = np.where(full, bins.accuracy, 0.0)
     gap = np.where(full, bins.confidence - accuracy, 0.0)
-    histogram = ax.twinx()
-    histogram.bar(centers, bins.counts / bins.counts.sum(), width, color="0.6", alpha=0.35)
-    histogram.set_ylim(0, 4)
-    histogram.set_yticks([])
-    ax.set_zorder(histogram.get_zorder() + 1)
-    ax.patch.set_visible(False)
     ax.bar(
         centers, accuracy, width, color="tab:blue", edgecolor="k", linewidth=0.5, label="accuracy"
     )
@@ -77,7 +73,31 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
     ax.set_ylim(0, 1)
     ax.set_xlabel("confidence")
     ax.set_ylabel("accuracy")
-    ax.legend(loc="upper left", fontsize="small")
+    # The confidence histogram on a twin axis drawn above the diagram (its background is
+    # transparent), so the accuracy bars cannot hide it; translucent, so it hides nothing.
+    histogram = ax.twinx()
+    histogram.set_zorder(ax.get_zorder() + 1)
+    histogram.patch.set_visible(False)
+    histogram.bar(
+        centers,
+        bins.counts / bins.counts.sum(),
+        width * 0.6,
+        color="0.35",
+        alpha=0.45,
+        edgecolor="0.15",
+        linewidth=0.5,
+        label="fraction of examples",
+    )
+    histogram.set_ylim(0, 4)  # a bin holding every example reaches a quarter of the height
+    histogram.set_yticks([0, 0.5, 1])  # the legend names the scale
+    histogram.tick_params(axis="y", labelsize="x-small", colors="0.35")
+    ax.histogram_axes = histogram
+    handles, labels = ax.get_legend_handles_labels()
+    more_handles, more_labels = histogram.get_legend_handles_labels()
+    # The legend goes on the top axes, so the histogram does not cover it.
+    histogram.legend(
+        handles + more_handles, labels + more_labels, loc="upper left", fontsize="small"
+    )
     prefix = f"{title}: " if title else ""
     ax.set_title(f"{prefix}ECE = {100 * ece:.2f} %")
     return ax
