@@ -5,6 +5,7 @@ from keras_normkit.callbacks.activation_statistics import ActivationStatistics
 from keras_normkit.callbacks.backup import BackupAndRestore
 from keras_normkit.callbacks.divergence import DivergenceGuard
 from keras_normkit.callbacks.early_stopping import EarlyStopping
+from keras_normkit.callbacks.gradient_statistics import GradientStatistics
 from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "BackupAndRestore",
     "DivergenceGuard",
     "EarlyStopping",
+    "GradientStatistics",
     "LearningRateMonitor",
     "ReduceLROnPlateau",
     "StatefulCallback",

