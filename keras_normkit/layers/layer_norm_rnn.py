@@ -181,9 +181,17 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
     `h_t = activation(LN(x_t W + h_{t-1} U) + b)`, where
     `LN(a) = gamma * (a - mean(a)) / sqrt(var(a) + norm_epsilon) + beta` with mean and
     variance over the `units` features of each example (equation 4 of Ba et al.: for a
-    vanilla RNN the paper normalizes the sum, as TF-Addons' `LayerNormSimpleRNNCell` did;
-    TF-Addons added `b` before the normalization, here it is added after it, so it is not
-    partly cancelled by the centering). A drop-in for `keras.layers.SimpleRNNCell`.
+    vanilla RNN the paper normalizes the sum). `b` is added after the normalization, so it
+    is not cancelled by the centering. A drop-in for `keras.layers.SimpleRNNCell`.
+
+    Migrating from TF-Addons: `tfa.rnn.LayerNormSimpleRNNCell` computes the same
+    `f(LN(net) + b)` (bias after the norm), with an LN that has a gain but no shift
+    (`center=False`) and `layernorm_epsilon=1e-5`. `LayerNormSimpleRNNCell(units,
+    norm_epsilon=1e-5)` reproduces it exactly once its weights are ported: TF-Addons' cell
+    weights are `[kernel, recurrent_kernel, bias, gamma]` and ours
+    `[kernel, recurrent_kernel, bias, gamma, beta]`, so
+    `cell.set_weights(tfa_cell.get_weights() + [np.zeros(units)])` (beta = 0, TF-Addons'
+    missing shift; it is redundant with `bias`, both being added after the norm).
 
     Args:
         units: Positive integer, dimensionality of the output space.
@@ -208,7 +216,8 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
             Default: 0.
         seed: Optional integer seed for dropout.
         norm_epsilon: Float > 0 added to the variance in LN. Default: `1e-3` (Keras's
-            `LayerNormalization` and TF-Addons' default).
+            `LayerNormalization` default; TF-Addons' `LayerNormSimpleRNNCell` used
+            `1e-5`, pass `norm_epsilon=1e-5` to reproduce it).
         norm_gamma_initializer: Initializer for the LN gain. Default: `"ones"`.
         norm_beta_initializer: Initializer for the LN bias. Default: `"zeros"`.
 
@@ -268,10 +277,16 @@ class LayerNormLSTMCell(_LayerNormCellBase):
 
     Difference from TF-Addons' `LayerNormLSTMCell`: TF-Addons replaced the carried state
     with `LN_c(c_t)` (so `c_{t+1} = f * LN_c(c_t) + ...`). Pass
-    `carry_normalized_state=True` to get that behaviour (e.g. to reproduce a model trained
-    with TF-Addons after porting its weights: `kernel`, `recurrent_kernel`, `bias` and the
-    three gain/bias pairs map one to one). Everything else matches TF-Addons (norm over all
-    gates, bias added after both norms, defaults `norm_epsilon=1e-3`, gain 1, bias 0).
+    `carry_normalized_state=True` to get that behaviour. Everything else matches
+    TF-Addons (norm over all four gates at once, bias added after both norms, same gate
+    order, defaults `norm_epsilon=1e-3`, gain 1, shift 0).
+
+    Migrating from TF-Addons: `LayerNormLSTMCell(units, carry_normalized_state=True)`
+    (keeping `norm_epsilon=1e-3`, TF-Addons' default) reproduces `tfa.rnn.LayerNormLSTMCell`
+    exactly once its weights are ported. Both cells list their weights in the same order,
+    `[kernel, recurrent_kernel, bias, gamma, beta of the input (TF-Addons: "kernel_norm")
+    norm, gamma, beta of the recurrent norm, gamma, beta of the state norm]`, so
+    `cell.set_weights(tfa_cell.get_weights())` ports them.
 
     Args:
         units: Positive integer, dimensionality of the output space.

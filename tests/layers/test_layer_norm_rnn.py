@@ -469,3 +469,108 @@ def test_bad_arguments():
         for kwargs, name, error in BAD_ARGUMENTS:
             with pytest.raises(error, match=rf"`{name}`.*Received: {name}="):
                 cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Migrating from TF-Addons 0.23 (it cannot be installed next to Keras 3): its two cells'
+# formulas written independently in NumPy, weights created in TF-Addons' layout and ported
+# with the recipe of the docstrings and the README.
+# ---------------------------------------------------------------------------------------
+
+
+def _tfa_layer_norm(x, gamma, beta, epsilon):
+    """tf.keras LayerNormalization over the last axis (population variance)."""
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    out = (x - mean) / np.sqrt(variance + epsilon) * gamma
+    return out if beta is None else out + beta
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _tfa_simple_rnn(x, kernel, recurrent_kernel, bias, gamma):
+    """tfa.rnn.LayerNormSimpleRNNCell: y = tanh(ln(x W + y U) + b), ln without a shift."""
+    h = np.zeros((x.shape[0], kernel.shape[1]))
+    outputs = []
+    for t in range(x.shape[1]):
+        net = x[:, t] @ kernel + h @ recurrent_kernel
+        h = np.tanh(_tfa_layer_norm(net, gamma, None, 1e-5) + bias)
+        outputs.append(h)
+    return np.stack(outputs, 1), h
+
+
+def _tfa_lstm(x, weights):
+    """tfa.rnn.LayerNormLSTMCell: normalized gates, bias after the norms, LN(c) carried."""
+    kernel, recurrent_kernel, bias, gk, bk, gr, br, gs, bs = weights
+    units = recurrent_kernel.shape[0]
+    h = np.zeros((x.shape[0], units))
+    c = np.zeros((x.shape[0], units))
+    outputs = []
+    for t in range(x.shape[1]):
+        z = _tfa_layer_norm(x[:, t] @ kernel, gk, bk, 1e-3)
+        z = z + _tfa_layer_norm(h @ recurrent_kernel, gr, br, 1e-3) + bias
+        z_i, z_f, z_c, z_o = np.split(z, 4, axis=1)
+        c = _sigmoid(z_f) * c + _sigmoid(z_i) * np.tanh(z_c)
+        c = _tfa_layer_norm(c, gs, bs, 1e-3)
+        h = _sigmoid(z_o) * np.tanh(c)
+        outputs.append(h)
+    return np.stack(outputs, 1), h, c
+
+
+def _tfa_weights(rng, shapes):
+    return [rng.normal(scale=0.5, size=shape) for shape in shapes]
+
+
+def test_tf_addons_simple_rnn_cell_recipe():
+    rng = np.random.default_rng(0)
+    units, features, steps = 5, 3, 7
+    x = rng.normal(size=(4, steps, features))
+    # TF-Addons' layout: [kernel, recurrent_kernel, bias, gamma] (its LN has no beta).
+    tfa = _tfa_weights(rng, [(features, units), (units, units), (units,), (units,)])
+    tfa[3] = 1.0 + tfa[3]  # a gain away from 1
+    expected, expected_h = _tfa_simple_rnn(x, *tfa)
+
+    cell = LayerNormSimpleRNNCell(units, norm_epsilon=1e-5)
+    rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
+    rnn.build((None, steps, features))
+    cell.set_weights([w.astype("float32") for w in tfa] + [np.zeros(units, "float32")])
+    outputs, h = (keras.ops.convert_to_numpy(t) for t in rnn(x.astype("float32")))
+    np.testing.assert_allclose(outputs, expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(h, expected_h, atol=1e-6, rtol=0)
+    # With Keras's default epsilon (1e-3) the outputs differ: the epsilon matters.
+    default = LayerNormSimpleRNNCell(units)
+    other = keras.layers.RNN(default, return_sequences=True)
+    other.build((None, steps, features))
+    default.set_weights(cell.get_weights())
+    assert np.abs(keras.ops.convert_to_numpy(other(x.astype("float32"))) - expected).max() > 1e-5
+
+
+def test_tf_addons_lstm_cell_recipe():
+    rng = np.random.default_rng(1)
+    units, features, steps = 4, 3, 6
+    x = rng.normal(size=(5, steps, features))
+    # TF-Addons' layout: kernel, recurrent_kernel, bias, then (gamma, beta) of kernel_norm,
+    # recurrent_norm and state_norm.
+    shapes = [(features, 4 * units), (units, 4 * units), (4 * units,)]
+    shapes += [(4 * units,)] * 4 + [(units,)] * 2
+    tfa = _tfa_weights(rng, shapes)
+    for i in (3, 5, 7):
+        tfa[i] = 1.0 + tfa[i]  # gains around 1
+    expected, expected_h, expected_c = _tfa_lstm(x, tfa)
+
+    cell = LayerNormLSTMCell(units, carry_normalized_state=True)
+    rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
+    rnn.build((None, steps, features))
+    cell.set_weights([w.astype("float32") for w in tfa])
+    outputs, h, c = (keras.ops.convert_to_numpy(t) for t in rnn(x.astype("float32")))
+    np.testing.assert_allclose(outputs, expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(h, expected_h, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(c, expected_c, atol=1e-6, rtol=0)
+    # Without carry_normalized_state (the paper's form) the outputs differ from TF-Addons'.
+    paper = LayerNormLSTMCell(units)
+    other = keras.layers.RNN(paper, return_sequences=True)
+    other.build((None, steps, features))
+    paper.set_weights(cell.get_weights())
+    assert np.abs(keras.ops.convert_to_numpy(other(x.astype("float32"))) - expected).max() > 1e-4
