@@ -3,8 +3,9 @@
 import math
 
 import keras
+import numpy as np
 
-from keras_normkit._validation import check_number
+from keras_normkit._validation import check_bool, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value
 from keras_normkit.callbacks._state import StatefulCallback, weights_state
 from keras_normkit.callbacks.learning_rate import (
@@ -34,12 +35,25 @@ class DivergenceGuard(StatefulCallback):
       the epoch, so the state restored is the one at the start of the last good epoch; a
       validation quantity is measured after the epoch, so it is the state at its end.
 
-    Each event is recorded in `.events` as a dict (epoch, batch, value, action).
+    The weights and the gradient norm are watched too, at the end of every epoch: NaN or
+    infinite weights (`check_weights`), or a gradient norm `||dL/dW||_2` (over all trainable
+    weights, on `probe_data` in inference mode with the compiled loss) above `max_grad_norm`
+    or above `grad_norm_factor` times the median of the previous epochs' norms, count as a
+    divergence of that epoch and trigger the same stop or roll-back.
+
+    Each event is recorded in `.events` as a dict (epoch, batch, value, action, and
+    `"trigger"`: `"loss"`, `"weights"` or `"grad_norm"`). `.grad_norms` lists the measured
+    norms. Its state is saved by `keras_normkit.callbacks.BackupAndRestore`.
 
     Args:
         monitor: Quantity to watch, e.g. `"loss"` or `"val_loss"`.
         factor: Float > 1, the allowed ratio to the best value.
         on_divergence: `"stop"` or `"rollback"`.
+        check_weights: Whether NaN/Inf weights count as a divergence.
+        probe_data: Optional `(x, y)` or `(x, y, sample_weight)` batch for the gradient norm
+            (needed by `max_grad_norm` and `grad_norm_factor`).
+        max_grad_norm: Optional float > 0, an absolute bound on the gradient norm.
+        grad_norm_factor: Optional float > 1, the allowed ratio to the running median.
 
     Example:
 
@@ -58,8 +72,44 @@ class DivergenceGuard(StatefulCallback):
     classical line searches (e.g. Bottou, "Stochastic Gradient Descent Tricks", 2012).
     """
 
-    def __init__(self, monitor="loss", factor=10.0, on_divergence="stop"):
+    def __init__(
+        self,
+        monitor="loss",
+        factor=10.0,
+        on_divergence="stop",
+        check_weights=True,
+        probe_data=None,
+        max_grad_norm=None,
+        grad_norm_factor=None,
+    ):
         super().__init__()
+        self.check_weights = check_bool("check_weights", check_weights)
+        self.max_grad_norm = (
+            None
+            if max_grad_norm is None
+            else check_number("max_grad_norm", max_grad_norm, 0.0, strict_minimum=True)
+        )
+        self.grad_norm_factor = (
+            None
+            if grad_norm_factor is None
+            else check_number("grad_norm_factor", grad_norm_factor, 1.0, strict_minimum=True)
+        )
+        if probe_data is not None and (
+            not isinstance(probe_data, (tuple, list)) or len(probe_data) not in (2, 3)
+        ):
+            raise TypeError(
+                "`probe_data` must be None, (x, y) or (x, y, sample_weight). "
+                f"Received: probe_data of type {type(probe_data).__name__}"
+            )
+        if probe_data is None and (max_grad_norm is not None or grad_norm_factor is not None):
+            raise ValueError(
+                "`max_grad_norm` and `grad_norm_factor` need `probe_data`. Received: "
+                f"probe_data=None, max_grad_norm={max_grad_norm!r}, "
+                f"grad_norm_factor={grad_norm_factor!r}"
+            )
+        self.probe_data = None if probe_data is None else tuple(probe_data)
+        self.grad_norms = []
+        self._gradients = None
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
         factor = check_number("factor", factor, 1.0, strict_minimum=True)
@@ -114,10 +164,56 @@ class DivergenceGuard(StatefulCallback):
         if self.on_divergence == "rollback":
             self._good = self._candidate = self._state()
 
-    def _record(self, epoch, batch, value):
+    def _record(self, epoch, batch, value, trigger="loss"):
         self.events.append(
-            {"epoch": epoch, "batch": batch, "value": value, "action": self.on_divergence}
+            {
+                "epoch": epoch,
+                "batch": batch,
+                "value": value,
+                "action": self.on_divergence,
+                "trigger": trigger,
+            }
         )
+
+    def _grad_norm(self):
+        from keras_normkit.backend.gradients import gradient_function
+
+        if self._gradients is None:
+            layers = [x for x in self.model.layers if x.trainable_weights]
+            self._gradients = (layers, gradient_function(self.model, layers))
+        layers, function = self._gradients
+        x, y, *rest = self.probe_data
+        computed = function(x, y, rest[0] if rest else None)
+        total = sum(
+            float(np.sum(np.square(np.asarray(g, dtype="float64"))))
+            for layer in layers
+            for g in computed[layer.name]["weight_grads"]
+        )
+        return math.sqrt(total)
+
+    def _watch_weights_and_gradients(self, epoch):
+        """The trigger and value of a weights/gradient divergence at this epoch's end."""
+        if self.check_weights:
+            bad = sum(
+                int(np.sum(~np.isfinite(w)))
+                for w in self.model.get_weights()
+                if w.dtype.kind == "f"
+            )
+            if bad:
+                return "weights", float(bad)
+        if self.probe_data is None:
+            return None
+        norm = self._grad_norm()
+        previous = list(self.grad_norms)
+        self.grad_norms.append(norm)
+        if not math.isfinite(norm):
+            return "grad_norm", norm
+        if self.max_grad_norm is not None and norm > self.max_grad_norm:
+            return "grad_norm", norm
+        if self.grad_norm_factor is not None and previous:
+            if norm > self.grad_norm_factor * float(np.median(previous)):
+                return "grad_norm", norm
+        return None
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -145,6 +241,13 @@ class DivergenceGuard(StatefulCallback):
             self._record(epoch, None, value)
             if self.on_divergence == "stop":
                 self.model.stop_training = True
+        if self._diverged is None:
+            found = self._watch_weights_and_gradients(epoch)
+            if found is not None:
+                trigger, self._diverged = found
+                self._record(epoch, None, self._diverged, trigger)
+                if self.on_divergence == "stop":
+                    self.model.stop_training = True
         if self._diverged is not None:
             if self.on_divergence == "rollback":
                 self._restore_good_state()
@@ -173,6 +276,7 @@ class DivergenceGuard(StatefulCallback):
             "events": [dict(e) for e in self.events],
             "good": saved(self._good),
             "candidate": saved(getattr(self, "_candidate", None)),
+            "grad_norms": list(self.grad_norms),
         }
 
     def set_state(self, state):
@@ -183,10 +287,28 @@ class DivergenceGuard(StatefulCallback):
         self.events = [dict(e) for e in state["events"]]
         self._good = loaded(state["good"])
         self._candidate = loaded(state["candidate"])
+        self.grad_norms = list(state["grad_norms"])
 
     def get_config(self):
-        return {"monitor": self.monitor, "factor": self.factor, "on_divergence": self.on_divergence}
+        probe = self.probe_data
+        if probe is not None:
+            probe = [None if p is None else np.asarray(p).tolist() for p in probe]
+        return {
+            "monitor": self.monitor,
+            "factor": self.factor,
+            "on_divergence": self.on_divergence,
+            "check_weights": self.check_weights,
+            "probe_data": probe,
+            "max_grad_norm": self.max_grad_norm,
+            "grad_norm_factor": self.grad_norm_factor,
+        }
 
     @classmethod
     def from_config(cls, config):
+        config = dict(config)
+        if config.get("probe_data") is not None:
+            parts = [None if p is None else np.asarray(p) for p in config["probe_data"]]
+            config["probe_data"] = tuple(
+                p.astype("float32") if p is not None and p.dtype.kind == "f" else p for p in parts
+            )
         return cls(**config)

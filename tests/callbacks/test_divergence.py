@@ -44,14 +44,16 @@ def test_detection_rule_nan_inf_and_factor():
         run_epoch(guard, model, 0, [1.0, bad])  # no best needed for NaN/Inf
         assert (
             model.stop_training
-            and guard.events == [{"epoch": 0, "batch": 1, "value": bad, "action": "stop"}]
+            and guard.events
+            == [{"epoch": 0, "batch": 1, "value": bad, "action": "stop", "trigger": "loss"}]
             or np.isnan(guard.events[0]["value"])
         )
 
 
 def test_rollback_restores_weights_and_slots_and_halves_a_float_rate():
     model = compiled(0.1)
-    guard = DivergenceGuard(on_divergence="rollback")
+    # The scripted epoch 0 leaves NaN weights with a good loss: only the loss is watched.
+    guard = DivergenceGuard(on_divergence="rollback", check_weights=False)
     guard.set_model(model)
     guard.on_train_begin()
     rng = np.random.default_rng(0)
@@ -131,3 +133,75 @@ def test_bad_input_and_config():
     assert set(config) == set(inspect.signature(DivergenceGuard).parameters)
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(guard))
     assert clone.get_config() == config
+
+
+def test_weights_and_gradient_norm_triggers():
+    """NaN weights, an absolute gradient-norm bound and a multiple of the running median."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
+
+    def grad_norm(model):  # the reference: the mse gradient of a Dense layer by hand
+        kernel, bias = model.get_weights()
+        a_grad = 2 * (x @ kernel + bias - y) / y.size
+        return np.sqrt(np.sum((x.T @ a_grad) ** 2) + np.sum(a_grad.sum(axis=0) ** 2))
+
+    model = compiled(0.1, momentum=0.0)
+    guard = DivergenceGuard()
+    guard.set_model(model)
+    guard.on_train_begin()
+    run_epoch(guard, model, 0, [1.0])
+    assert not model.stop_training
+    kernel, bias = model.get_weights()
+    model.set_weights([kernel, np.array([np.inf, 0.0], "float32")])
+    run_epoch(guard, model, 1, [1.0])  # a good loss, but infinite weights
+    assert model.stop_training and guard.events[-1]["trigger"] == "weights"
+    assert guard.events[-1]["value"] == 1.0  # one non-finite weight
+
+    model = compiled(0.1, momentum=0.0)
+    norm = grad_norm(model)
+    guard = DivergenceGuard(probe_data=(x, y), max_grad_norm=2 * norm)
+    guard.set_model(model)
+    guard.on_train_begin()
+    run_epoch(guard, model, 0, [1.0])
+    assert not model.stop_training
+    assert guard.grad_norms == [pytest.approx(norm, rel=1e-5)]
+    kernel, bias = model.get_weights()
+    model.set_weights([kernel * 10.0, bias])  # a larger gradient
+    run_epoch(guard, model, 1, [1.0])
+    assert (
+        guard.grad_norms[-1] == pytest.approx(grad_norm(model), rel=1e-5)
+        and norm * 2 < (guard.grad_norms[-1])
+    )
+    assert model.stop_training and guard.events[-1]["trigger"] == "grad_norm"
+
+    model = compiled(0.1, momentum=0.0)
+    guard = DivergenceGuard(on_divergence="rollback", probe_data=(x, y), grad_norm_factor=3.0)
+    guard.set_model(model)
+    guard.on_train_begin()
+    good = model.get_weights()
+    for epoch in range(3):
+        run_epoch(guard, model, epoch, [1.0])  # same weights: a steady norm
+    assert guard.events == []
+    guard.on_epoch_begin(3)
+    kernel, bias = model.get_weights()
+    model.set_weights([kernel * 10.0, bias])  # well above 3 x the median
+    guard.on_epoch_end(3, {"loss": 1.0})
+    assert guard.events[-1]["trigger"] == "grad_norm" and guard.events[-1]["epoch"] == 3
+    for got, want in zip(model.get_weights(), good, strict=True):  # rolled back
+        np.testing.assert_array_equal(got, want)
+    assert float(model.optimizer.learning_rate) == pytest.approx(0.05)
+    state = guard.get_state()
+    clone = DivergenceGuard(on_divergence="rollback", probe_data=(x, y), grad_norm_factor=3.0)
+    clone.set_state(state)
+    assert clone.grad_norms == guard.grad_norms and clone.events == guard.events
+    config = clone.get_config()
+    assert set(config) == set(inspect.signature(DivergenceGuard).parameters)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(clone))
+    assert restored.get_config()["grad_norm_factor"] == 3.0
+    np.testing.assert_array_equal(restored.probe_data[0], x)
+    with pytest.raises(ValueError, match="probe_data"):
+        DivergenceGuard(max_grad_norm=1.0)
+    with pytest.raises(ValueError, match="grad_norm_factor"):
+        DivergenceGuard(probe_data=(x, y), grad_norm_factor=1.0)
+    with pytest.raises(TypeError, match="check_weights"):
+        DivergenceGuard(check_weights=None)
