@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["plot_activation_statistics", "plot_schedules"]
+__all__ = ["plot_activation_statistics", "plot_gradient_statistics", "plot_schedules"]
 
 
 def _pyplot():
@@ -115,5 +115,82 @@ def plot_activation_statistics(statistics, layers=None, ncols=3, figsize=None):
     for ax in axes[-1]:
         ax.set_xlabel("epoch")
     axes[0, 0].legend(fontsize="x-small")
+    figure.tight_layout()
+    return figure
+
+
+def plot_gradient_statistics(statistics, stats=None, layers=None, figsize=None):
+    """Per-layer gradient statistics vs depth and vs epoch (Glorot & Bengio 2010, Fig. 6-7).
+
+    One row per statistic: on the left its value for each layer (in depth order) with one
+    line per recorded epoch (lighter = earlier); on the right its value over the epochs with
+    one line per layer. Gradient scales use a logarithmic axis; `"saturation"` a linear one.
+
+    Args:
+        statistics: A `keras_normkit.callbacks.GradientStatistics` after training, or a dict
+            `{"epochs": [...], "history": {layer: {stat: [...]}}}`.
+        stats: Statistics to draw (default: `"output_grad_std"`, `"grad_norm"` and, when
+            recorded, `"saturation"`).
+        layers: Layer names, in depth order (default: all recorded).
+        figsize: Optional figure size.
+
+    Returns:
+        The matplotlib `Figure`.
+
+    Example:
+
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from keras_normkit.plotting import plot_gradient_statistics
+    >>> history = {"a": {"output_grad_std": [1e-3, 2e-3]}, "b": {"output_grad_std": [1e-2, 1e-2]}}
+    >>> figure = plot_gradient_statistics({"epochs": [0, 1], "history": history})
+    >>> [ax.get_xlabel() for ax in figure.axes]
+    ['layer (depth)', 'epoch']
+
+    Reference: X. Glorot and Y. Bengio, "Understanding the difficulty of training deep
+    feedforward neural networks", AISTATS 2010.
+    """
+    if isinstance(statistics, dict):
+        epochs, history = statistics["epochs"], statistics["history"]
+    else:
+        epochs, history = statistics.epochs, statistics.history
+    if not history:
+        raise ValueError("`statistics` holds no recorded statistics; train with the callback.")
+    names = list(history) if layers is None else list(layers)
+    unknown = [name for name in names if name not in history]
+    if unknown:
+        raise ValueError(f"Unknown layers {unknown}; recorded layers are {list(history)}.")
+    recorded = {stat for name in names for stat in history[name]}
+    if stats is None:
+        stats = [s for s in ("output_grad_std", "grad_norm", "saturation") if s in recorded]
+    stats = list(stats)
+    missing = [s for s in stats if s not in recorded]
+    if missing or not stats:
+        raise ValueError(f"Unknown statistics {missing or stats}; recorded: {sorted(recorded)}.")
+    plt = _pyplot()
+    figure, axes = plt.subplots(
+        len(stats), 2, figsize=figsize or (9, 2.8 * len(stats)), squeeze=False
+    )
+    epochs = np.asarray(epochs)
+    cmap = plt.get_cmap("viridis")
+    for row, stat in zip(axes, stats, strict=True):
+        table = np.array(
+            [history[name].get(stat, [np.nan] * len(epochs)) for name in names], dtype="float64"
+        )
+        depth = np.arange(len(names))
+        for j, epoch in enumerate(epochs):
+            color = cmap(j / max(1, len(epochs) - 1))
+            row[0].plot(depth, table[:, j], "o-", color=color, markersize=3, label=f"epoch {epoch}")
+        for i, name in enumerate(names):
+            row[1].plot(epochs, table[i], label=name)
+        row[0].set_xticks(depth, names, rotation=45, fontsize="x-small")
+        for ax in row:
+            ax.set_ylabel(stat)
+            if stat != "saturation" and np.nanmin(np.abs(table), initial=np.inf) > 0:
+                ax.set_yscale("log")
+    axes[-1, 0].set_xlabel("layer (depth)")
+    axes[-1, 1].set_xlabel("epoch")
+    axes[0, 0].legend(fontsize="x-small")
+    axes[0, 1].legend(fontsize="x-small", ncol=2)
     figure.tight_layout()
     return figure

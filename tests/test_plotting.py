@@ -51,3 +51,23 @@ def test_plot_activation_statistics_draws_each_layer():
         plot_activation_statistics(stats, layers=["x"])
     with pytest.raises(ValueError, match="no recorded"):
         plot_activation_statistics({"epochs": [], "history": {}})
+
+
+def test_plot_gradient_statistics_draws_depth_and_epoch_profiles():
+    from keras_normkit.plotting import plot_gradient_statistics
+
+    history = {
+        "h0": {"output_grad_std": [1e-4, 2e-4, 3e-4], "saturation": [0.5, 0.4, 0.3]},
+        "h1": {"output_grad_std": [1e-3, 1e-3, 2e-3], "saturation": [0.1, 0.2, 0.2]},
+    }
+    figure = plot_gradient_statistics({"epochs": [0, 1, 2], "history": history})
+    by_depth, by_epoch, sat_depth, _ = figure.axes
+    assert len(figure.axes) == 4 and by_depth.get_yscale() == "log"
+    assert sat_depth.get_yscale() == "linear"
+    np.testing.assert_allclose(by_depth.lines[2].get_ydata(), [3e-4, 2e-3])  # epoch 2
+    np.testing.assert_allclose(by_epoch.lines[1].get_ydata(), [1e-3, 1e-3, 2e-3])  # h1
+    with pytest.raises(ValueError, match="Unknown statistics"):
+        plot_gradient_statistics({"epochs": [0], "history": history}, stats=["grad_norm"])
+    with pytest.raises(ValueError, match="Unknown layers"):
+        plot_gradient_statistics({"epochs": [0], "history": history}, layers=["x"])
+    plt.close("all")
