@@ -1,12 +1,16 @@
 """Smoke test of an installed keras_normkit wheel, run from outside the source tree.
 
 Checks that the package imported is the installed one, that its metadata agrees with
-`keras_normkit.__version__`, and that a small model built from the library's layers trains,
-calibrates, saves to `.keras` and reloads in a new process the documented way (`import
-keras_normkit` before `keras.models.load_model`). Prints `smoke: N passed, M failed`.
+`keras_normkit.__version__`, and that a small model built from the library's layers
+(layer-normalized LSTM and GRU, QRN, ScaleNorm, SELU, AlphaDropout, a warm-up schedule)
+trains, calibrates, saves to `.keras` and reloads in a new process the documented way (`import
+keras_normkit` before `keras.models.load_model`). With `--without-tensorflow` (the `.[jax]`
+install) it also checks that TensorFlow is absent and that the TensorFlow-only helpers say
+which extra to install. Prints `smoke: N passed, M failed`.
 """
 
 import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -31,6 +35,19 @@ def check(name, condition, detail=""):
     print(f"  {'ok  ' if condition else 'FAIL'} {name}{': ' + detail if detail else ''}")
 
 
+without_tensorflow = "--without-tensorflow" in sys.argv
+print(f"keras {keras.__version__}, backend {keras.backend.backend()}")
+if without_tensorflow:
+    check("TensorFlow is not installed", importlib.util.find_spec("tensorflow") is None)
+    try:
+        from keras_normkit.export import export_saved_model
+
+        export_saved_model(None, "unused")
+    except ImportError as error:
+        check("export says which extra to install", "keras_normkit[tensorflow]" in str(error))
+    else:
+        check("export says which extra to install", False, "no ImportError")
+
 site_packages = pathlib.Path(sysconfig.get_paths()["purelib"]).resolve()
 location = pathlib.Path(keras_normkit.__file__).resolve()
 check("imported from the installed wheel", site_packages in location.parents, str(location))
@@ -44,18 +61,16 @@ rng = np.random.default_rng(0)
 x = rng.normal(size=(256, 12, 3)).astype("float32")
 y = (x[:, :, 0].sum(axis=1) > 0).astype("int64") + (x[:, -1, 1] > 0.5).astype("int64")
 
-model = keras.Sequential(
-    [
-        keras.Input((12, 3)),
-        layers.LayerNormLSTM(16, return_sequences=True),
-        layers.LayerNormGRU(16),
-        layers.ScaleNormalization(),
-        keras.layers.Dense(32, kernel_initializer="lecun_normal"),
-        layers.SELU(),
-        layers.AlphaDropout(0.05, seed=0),
-        keras.layers.Dense(3),
-    ]
+inputs = keras.Input((12, 3))
+sequence = layers.LayerNormLSTM(16, return_sequences=True)(inputs)
+sequence = layers.LayerNormGRU(16, return_sequences=True)(sequence)
+query = keras.layers.GlobalAveragePooling1D()(sequence)
+reduced = layers.QRN(16, return_sequences=False)([sequence, query])
+hidden = keras.layers.Dense(32, kernel_initializer="lecun_normal")(
+    layers.ScaleNormalization()(reduced)
 )
+hidden = layers.AlphaDropout(0.05, seed=0)(layers.SELU()(hidden))
+model = keras.Model(inputs, keras.layers.Dense(3)(hidden))
 model.compile(
     keras.optimizers.Adam(schedules.Warmup(3e-3, warmup_steps=8)),
     keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -12,19 +12,19 @@ import tempfile
 import keras
 
 from keras_normkit._validation import check_bool
+from keras_normkit.backend.optional import import_tensorflow
 
 __all__ = ["export_saved_model", "convert_to_tflite"]
 
 
 def _require_tensorflow(function_name):
+    tf = import_tensorflow(f"`{function_name}`")
     if keras.backend.backend() != "tensorflow":
         raise RuntimeError(
             f"`{function_name}` needs the TensorFlow backend (KERAS_BACKEND=tensorflow). "
             f"Received backend: {keras.backend.backend()}. On other backends use "
             "`model.export()` directly."
         )
-    import tensorflow as tf
-
     return tf
 
 

@@ -31,10 +31,28 @@ def _float32_policy():
     keras.config.set_dtype_policy("float32")
 
 
-requires_tensorflow = pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason=(
+# Backend markers. Every test runs on every backend (`make test`, `make test-jax`,
+# `make test-torch` run the same files) except those marked here, which are skipped where
+# their backend feature does not exist; the selection is by marker, not by a list of files.
+requires_tensorflow = pytest.mark.requires_tensorflow
+requires_xla = pytest.mark.requires_xla
+
+_SKIP_REASONS = {
+    "requires_tensorflow": (
         "TensorFlow-only test (tf.GradientTape, tf.function, SavedModel/TFLite export, "
-        "tf.data or tf.distribute)"
+        "tf.data or tf.distribute)",
+        lambda backend: backend != "tensorflow",
     ),
-)
+    "requires_xla": (
+        "XLA test (jit_compile=True): PyTorch has no XLA; its jit_compile is torch.compile",
+        lambda backend: backend not in ("tensorflow", "jax"),
+    ),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    backend = keras.backend.backend()
+    for item in items:
+        for name, (reason, skip_on) in _SKIP_REASONS.items():
+            if item.get_closest_marker(name) is not None and skip_on(backend):
+                item.add_marker(pytest.mark.skip(reason=f"{reason}; backend is {backend}"))

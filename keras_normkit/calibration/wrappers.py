@@ -312,6 +312,7 @@ class _CalibratedClassifier(keras.Model):
                 self._create_calibration_weights(self.num_classes)
             self._fit(data.logits, data.labels)
         self._is_calibrated = True
+        self.built = True  # every weight exists now: saving must not warn of an unbuilt model
         return self
 
     def compute_output_shape(self, input_shape):

@@ -9,6 +9,7 @@ nothing else (no `custom_objects`) is needed.
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import keras
 import numpy as np
@@ -101,3 +102,19 @@ def test_without_the_import_keras_cannot_find_our_classes(saved):
     assert result.returncode != 0
     assert "Could not locate class" in result.stderr
     assert "LayerNormGRU" in result.stderr
+
+
+def test_saving_a_calibrated_wrapper_does_not_warn_of_an_unbuilt_model(tmp_path):
+    """`calibrate` creates every weight, so Keras must not warn that the model is unbuilt."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 5)).astype("float32")
+    y = (x[:, 0] > 0).astype("int64")
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, epochs=5, verbose=0)
+    calibrated = TemperatureScaling(model).calibrate(x, y, verbose=0)
+    assert calibrated.built
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        calibrated.save(tmp_path / "calibrated.keras")
+    assert not [w for w in caught if "not yet been built" in str(w.message)]
