@@ -10,9 +10,13 @@ to the layer's trainable weights, as NumPy arrays.
   Sequential model) or over a Functional model that also outputs the watched layers'
   outputs (a Functional model whose layers are each called once).
 - JAX: `jax.grad` of the loss as a function of the trainable values (through
-  `keras.StatelessScope`) and of zero perturbations added to the watched layers' outputs,
-  whose gradients are the gradients with respect to those outputs. The layers are called
-  one after the other, so this needs a `keras.Sequential` model.
+  `keras.StatelessScope`, so regularization losses see them too) and of zero perturbations
+  added to the watched layers' outputs, whose gradients are the gradients with respect to
+  those outputs. A Sequential model's layers are called one after the other; for a
+  Functional model, a copy of its graph sharing its layers is built once with
+  `keras.models.clone_model(..., clone_function=lambda layer: layer, call_function=...)`,
+  the call function adding the perturbation after each watched layer. A watched layer must
+  be called once in the graph (a shared layer's output is ambiguous) and have one output.
 """
 
 import keras
@@ -89,42 +93,134 @@ def _zeros_if_none(gradient, like):
 
 
 def _jax(model, layers):
-
-    if not isinstance(model, keras.Sequential):
-        raise NotImplementedError(
-            "On the JAX backend, per-layer gradients need a keras.Sequential model. "
-            f"Received: {type(model).__name__}"
-        )
-    watched = {layer.name for layer in layers}
+    if isinstance(model, keras.Sequential):
+        run = _sequential_runner(model, layers)
+    else:
+        run = _functional_runner(model, layers)
     trainable = list(model.trainable_variables)
     others = [v for v in model.variables if not any(v is t for t in trainable)]
 
     def gradients(x, y, sample_weight=None):
-        return _jax_gradients(model, layers, watched, trainable, others, x, y, sample_weight)
+        return _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight)
 
     return gradients
 
 
-def _jax_gradients(model, layers, watched, trainable, others, x, y, sample_weight):
+def _sequential_runner(model, layers):
+    """`run(x, perturbations) -> (outputs, y_pred)`: the layers called one after the other."""
+    watched = {layer.name for layer in layers}
+    unknown = [layer.name for layer in layers if not any(layer is x for x in model.layers)]
+    if unknown:
+        raise ValueError(f"Layers {unknown} are not layers of the model {model.name!r}.")
+
+    def run(x, perturbations):
+        h, outputs = x, {}
+        for layer in model.layers:
+            h = layer(h, training=False)
+            if layer.name in watched:
+                h = h + perturbations[layer.name]
+                outputs[layer.name] = h
+        return outputs, h
+
+    return run
+
+
+class _Feed:
+    """The perturbations added by the `_Perturb` layers of one probe model, while it runs."""
+
+    values = None
+
+
+class _Perturb(keras.layers.Layer):
+    """Adds `feed.values[target]` (zeros, differentiated by `jax.grad`) to its input."""
+
+    def __init__(self, target, feed, **kwargs):
+        super().__init__(**kwargs)
+        self.target = target
+        self._feed = feed
+
+    def call(self, inputs):
+        values = self._feed.values
+        if values is None:  # symbolic build
+            return inputs
+        return inputs + values[self.target]
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+def _functional_runner(model, layers):
+    """`run(x, perturbations) -> (outputs, y_pred)` for a Functional model.
+
+    A copy of the model's graph that shares its layers (`keras.models.clone_model` with
+    `clone_function=lambda layer: layer`) is built once, with each watched layer's output
+    followed by a `_Perturb` layer (its `call_function`), and outputs the perturbed layer
+    outputs besides the model's outputs. The copy is cloned from an uncompiled view of the
+    model (`keras.Model(model.input, model.output)`), so nothing is compiled or built twice.
+    """
+    if not getattr(model, "inputs", None) or not getattr(model, "outputs", None):
+        raise NotImplementedError(
+            "On the JAX backend, per-layer gradients need a keras.Sequential or Functional "
+            f"model (one with `inputs` and `outputs`). Received: {type(model).__name__}"
+        )
+    feed = _Feed()
+    by_id = {id(layer): layer for layer in layers}
+    tapped = {}
+
+    def call_function(layer, *args, **kwargs):
+        outputs = layer(*args, **kwargs)
+        if id(layer) not in by_id:
+            return outputs
+        if layer.name in tapped:
+            raise ValueError(
+                f"Layer {layer.name!r} is called more than once in the model, so its output "
+                "is ambiguous: watch the layers that are called once."
+            )
+        if not isinstance(outputs, keras.KerasTensor):
+            raise ValueError(
+                f"Layer {layer.name!r} has several outputs; watch layers with one output."
+            )
+        tapped[layer.name] = _Perturb(layer.name, feed, name=f"perturb_{layer.name}")(outputs)
+        return tapped[layer.name]
+
+    view = keras.Model(model.input, model.output)
+    clone = keras.models.clone_model(
+        view, clone_function=lambda layer: layer, call_function=call_function
+    )
+    missing = [layer.name for layer in layers if layer.name not in tapped]
+    if missing:
+        raise ValueError(
+            f"Layers {missing} are not called in the graph of the model {model.name!r} "
+            "(input layers and layers of other models cannot be watched on JAX)."
+        )
+    probe = keras.Model(clone.input, [[tapped[layer.name] for layer in layers], clone.output])
+
+    def run(x, perturbations):
+        feed.values = perturbations
+        try:
+            outputs, y_pred = probe(x, training=False)
+        finally:
+            feed.values = None
+        return dict(zip([layer.name for layer in layers], outputs, strict=True)), y_pred
+
+    return run
+
+
+def _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight):
     import jax
 
-    x = keras.ops.convert_to_tensor(x)
+    x = keras.tree.map_structure(keras.ops.convert_to_tensor, x)
 
     def forward(values, perturbations):
         mapping = list(zip(trainable, values, strict=True)) + [(v, v.value) for v in others]
-        outputs = {}
         with keras.StatelessScope(state_mapping=mapping):
-            h = x
-            for layer in model.layers:
-                h = layer(h, training=False)
-                if layer.name in watched:
-                    h = h + perturbations[layer.name]
-                    outputs[layer.name] = h
-            loss = model.compute_loss(x=x, y=y, y_pred=h, sample_weight=sample_weight)
+            outputs, y_pred = run(x, perturbations)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
         return loss, outputs
 
     values = [v.value for v in trainable]
-    _, shapes = jax.eval_shape(forward, values, {n: 0.0 for n in watched})
+    names = [layer.name for layer in layers]
+    _, shapes = jax.eval_shape(forward, values, dict.fromkeys(names, 0.0))
     zeros = {n: jax.numpy.zeros(s.shape, s.dtype) for n, s in shapes.items()}
     (_, outputs), (value_grads, output_grads) = jax.value_and_grad(
         forward, argnums=(0, 1), has_aux=True

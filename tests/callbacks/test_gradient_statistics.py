@@ -210,3 +210,89 @@ def test_logs_every_n_epochs_state_config_and_errors():
     bad.set_model(model)
     with pytest.raises(ValueError, match="'nope'"):
         bad.on_train_begin()
+
+
+def skip_connection_model(regularization=0.01):
+    """x -> h = tanh(x W1 + b1) -> g = sigmoid(h W2 + b2) -> out = [h, g] W3 + b3 (L2 on W3)."""
+    keras.utils.set_random_seed(2)
+    inputs = keras.Input((5,), name="x")
+    h = keras.layers.Dense(4, activation="tanh", name="h")(inputs)
+    g = keras.layers.Dense(3, activation="sigmoid", name="g")(h)
+    both = keras.layers.Concatenate(name="both")([h, g])
+    out = keras.layers.Dense(
+        2, name="out", kernel_regularizer=keras.regularizers.L2(regularization)
+    )(both)
+    model = keras.Model(inputs, out)
+    model.compile(keras.optimizers.SGD(0.1), loss="mse")
+    return model
+
+
+def numpy_chain_rule(model, x, y, w, regularization=0.01):
+    """The gradients of the weighted mse + L2 of the skip-connection model, by hand."""
+    (w1, b1), (w2, b2), (w3, b3) = (model.get_layer(n).get_weights() for n in ("h", "g", "out"))
+    x, y, w = (np.asarray(a, dtype="float64") for a in (x, y, w))
+    h = np.tanh(x @ w1 + b1)
+    g = 1 / (1 + np.exp(-(h @ w2 + b2)))
+    both = np.concatenate([h, g], axis=1)
+    out = both @ w3 + b3
+    d_out = 2 * w[:, None] * (out - y) / (len(x) * 2)
+    d_both = d_out @ w3.T
+    d_g = d_both[:, 4:]
+    d_gz = d_g * g * (1 - g)
+    d_h = d_both[:, :4] + d_gz @ w2.T  # the skip connection adds its part
+    d_hz = d_h * (1 - h**2)
+    return {
+        "h": (h, d_h, [x.T @ d_hz, d_hz.sum(0)]),
+        "g": (g, d_g, [h.T @ d_gz, d_gz.sum(0)]),
+        "both": (both, d_both, []),
+        "out": (out, d_out, [both.T @ d_out + 2 * regularization * w3, d_out.sum(0)]),
+    }
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="no per-layer gradients on torch")
+def test_functional_model_with_a_skip_connection_matches_the_chain_rule():
+    """TensorFlow and JAX: a Functional model (a skip connection, an L2 penalty) by hand."""
+    from keras_normkit.backend.gradients import gradient_function
+
+    x, _, w = probe_batch()
+    y = np.random.default_rng(3).normal(size=(len(x), 2)).astype("float32")
+    model = skip_connection_model()
+    layers = [model.get_layer(n) for n in ("h", "g", "both", "out")]
+    computed = gradient_function(model, layers)(x, y, w)
+    for name, (output, output_grad, weight_grads) in numpy_chain_rule(model, x, y, w).items():
+        np.testing.assert_allclose(computed[name]["output"], output, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(computed[name]["output_grad"], output_grad, rtol=1e-4, atol=1e-8)
+        assert len(computed[name]["weight_grads"]) == len(weight_grads)
+        for got, want in zip(computed[name]["weight_grads"], weight_grads, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-8)
+    # The callback on the same model, after training: the last record is the chain rule's.
+    stats = GradientStatistics((x, y, w), layers=["h", "g", "out"])
+    model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0, callbacks=[stats])
+    reference = numpy_chain_rule(model, x, y, w)
+    for name in ("h", "g", "out"):
+        _, output_grad, weight_grads = reference[name]
+        g = np.concatenate([np.ravel(a) for a in weight_grads])
+        recorded = stats.history[name]
+        assert recorded["output_grad_std"][-1] == pytest.approx(output_grad.std(), rel=1e-4)
+        assert recorded["grad_norm"][-1] == pytest.approx(np.linalg.norm(g), rel=1e-4)
+    # The probe graph leaves the model's own graph alone: `layer.output` is still the
+    # model's tensor and the config still rebuilds the model.
+    assert model.get_layer("h").output is model.get_layer("g").input
+    rebuilt = keras.Model.from_config(model.get_config())
+    assert [layer.name for layer in rebuilt.layers] == [layer.name for layer in model.layers]
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="no per-layer gradients on torch")
+def test_a_shared_layer_cannot_be_watched_on_jax():
+    from keras_normkit.backend.gradients import gradient_function
+
+    inputs = keras.Input((3,))
+    shared = keras.layers.Dense(3, name="shared")
+    out = keras.layers.Dense(1, name="out")(shared(shared(inputs)))
+    model = keras.Model(inputs, out)
+    model.compile("sgd", loss="mse")
+    if keras.backend.backend() != "jax":
+        pytest.skip("the JAX implementation's error")
+    with pytest.raises(ValueError, match="'shared' is called more than once"):
+        gradient_function(model, [model.get_layer("shared")])
+    gradient_function(model, [model.get_layer("out")])  # the other layers can be watched
