@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_normkit.layers import QRN, QRNCell
-from keras_normkit.layers.qrn import MAX_DYNAMIC_STEPS, linear_scan
 from tests.conformance import LayerConformanceTestCase
 from tests.conftest import requires_tensorflow
 
@@ -225,54 +224,7 @@ def test_gradients_match_numpy_reference(implementation):
 
 
 # ---------------------------------------------------------------------------------------------
-# The scan itself, stability and long sequences.
-
-
-def numpy_scan(a, b):
-    h, out = np.zeros(b.shape[::2]), np.zeros(b.shape)
-    for t in range(b.shape[1]):
-        h = a[:, t] * h + b[:, t]
-        out[:, t] = h
-    return out
-
-
-@requires_tensorflow  # tf.function with an unknown time axis
-def test_linear_scan_matches_loop():
-    """Static and unknown T, across chunk/block boundaries and recursion levels.
-
-    Scalar decays (chunks of 8: levels at 8, 64, 512 steps) and one decay per unit
-    (blocks of 32: levels at 32, 1024 steps).
-    """
-    for gates in (1, 3):
-        spec = [tf.TensorSpec((None, None, gates)), tf.TensorSpec((None, None, 3))]
-        dynamic_scan = tf.function(linear_scan, input_signature=spec)
-        for steps in [1, 2, 7, 8, 9, 31, 32, 33, 65, 513, 1025, 1100]:
-            rng = np.random.default_rng(steps)
-            a = rng.uniform(0, 1, size=(2, steps, gates)) ** 0.1  # mostly near 1: long memory
-            b = rng.normal(size=(2, steps, 3))
-            expected = numpy_scan(a, b)
-            for scan in (linear_scan, dynamic_scan):
-                out = to_numpy(scan(a.astype("float32"), b.astype("float32")))
-                np.testing.assert_allclose(
-                    out, expected, atol=2e-5, rtol=1e-5, err_msg=f"{steps} steps, {gates} gates"
-                )
-    assert MAX_DYNAMIC_STEPS == 2**26
-
-
-def test_linear_scan_exact_zero_and_one_decays():
-    a = np.array([[1, 0, 1, 1, 0, 0, 1]], "float32")[..., None]
-    b = np.arange(1, 8, dtype="float32")[None, :, None]
-    np.testing.assert_array_equal(to_numpy(linear_scan(a, b))[0, :, 0], [1, 2, 5, 9, 5, 6, 13])
-
-
-def test_linear_scan_zero_tiny_and_unit_decays_across_chunks():
-    """Exact 0, subnormal and 1 decays mixed over many chunks: no NaN, loop == scan."""
-    rng = np.random.default_rng(0)
-    a = rng.choice(np.array([0.0, 1e-39, 1e-20, 0.5, 1.0], "float32"), size=(3, 300, 1))
-    b = rng.normal(size=(3, 300, 4)).astype("float32")
-    out = to_numpy(linear_scan(a, b))
-    assert np.all(np.isfinite(out))
-    np.testing.assert_allclose(out, numpy_scan(a.astype("float64"), b), atol=1e-5, rtol=1e-5)
+# Stability and long sequences (the scan itself: tests/ops/test_linear_scan.py).
 
 
 def stability_weights(regime, vector_gates, dim=2, units=2):

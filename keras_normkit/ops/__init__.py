@@ -1,0 +1,14 @@
+"""Math engines of keras_normkit: backend-agnostic `keras.ops` code that layers call.
+
+A layer file holds a formula, its weights and its config; the algorithm that evaluates the
+formula fast (a parallel scan, a chunked loop) lives here, usable and tested on its own.
+
+* `linear_scan`: the linear recurrence `h_t = a_t * h_{t-1} + b_t` over a whole sequence,
+  in parallel (used by `keras_normkit.layers.QRN`).
+* `keras_normkit.ops.fast_weights_loop`: the chunked time loop of
+  `keras_normkit.layers.FastWeightsRNN` (private engine, not part of `__all__`).
+"""
+
+from keras_normkit.ops.linear_scan import linear_scan
+
+__all__ = ["linear_scan"]
