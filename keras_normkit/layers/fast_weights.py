@@ -6,7 +6,7 @@ from keras.src import backend as keras_backend
 from keras.src import tree
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-from keras_normkit._compilation import can_compile_cluster, xla_compiled, xla_compiling
+from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")

@@ -1,4 +1,4 @@
-"""XLA compilation helpers (backend-specific, private).
+"""TensorFlow XLA helpers: is XLA compiling, and XLA clusters inside a plain graph (private).
 
 `xla_compiling()` tells a layer, while it is traced, whether its computation will be
 compiled by XLA (layers whose two equal algorithms cross over at different points with and
@@ -9,6 +9,8 @@ answers `False`), so they live here and nowhere else.
 """
 
 import keras
+
+__all__ = ["can_compile_cluster", "xla_compiled", "xla_compiling"]
 
 
 def xla_compiling():

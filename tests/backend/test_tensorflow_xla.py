@@ -1,10 +1,10 @@
-"""`keras_normkit._compilation.xla_compiling`: eager, plain and XLA-compiled functions."""
+"""`keras_normkit.backend.tensorflow_xla`: eager, plain and XLA-compiled functions."""
 
 import keras
 import numpy as np
 import pytest
 
-from keras_normkit._compilation import xla_compiling
+from keras_normkit.backend.tensorflow_xla import xla_compiling
 from tests.conftest import requires_tensorflow
 
 
@@ -53,7 +53,7 @@ def test_other_backends():
 def test_xla_compiled_matches_the_plain_graph(use_both_outputs):
     import tensorflow as tf
 
-    from keras_normkit._compilation import xla_compiled
+    from keras_normkit.backend.tensorflow_xla import xla_compiled
 
     def fn(x, w, flags):
         # A loop (its intermediates cannot leave an XLA cluster; XLA differentiates loops
