@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from scipy.optimize import minimize
 
 from keras_normkit.constraints import ParsevalConstraint, Simplex, project_to_simplex
-from tests.conftest import requires_tensorflow
+from tests.conftest import requires_tensorflow, requires_xla
 
 
 def numpy_retraction(w, beta, conv_scaling=True):
@@ -141,7 +141,7 @@ def _constrained_model(constraint, conv=False):
     return keras.Model(inputs, outputs)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=requires_xla)])
 def test_applied_after_each_optimizer_step(jit_compile):
     # With a zero learning rate the update is zero, so after one step the kernel is
     # exactly the retraction of its initial value (Keras applies constraints after it).

@@ -164,7 +164,7 @@ def _scalar_integer_step_matches_vector_evaluation():
     )
     steps = np.array([0, 5, 36, 37, 38, 80, 999])
     vector = values(schedule, steps)
-    iterations = keras.Variable(0, dtype="int64")
+    iterations = keras.Variable(0, dtype="int64", trainable=False)
     for step, expected in zip(steps, vector, strict=True):
         iterations.assign(int(step))
         assert float(schedule(iterations)) == pytest.approx(expected, rel=1e-6)
@@ -420,7 +420,7 @@ def test_negative_steps_are_treated_as_zero(name):
     np.testing.assert_allclose(
         values(schedule, np.array([-50, -1, 0])), [at_zero] * 3, rtol=1e-6, atol=0.0
     )
-    counter = keras.Variable(-7, dtype="int64")
+    counter = keras.Variable(-7, dtype="int64", trainable=False)
     assert float(schedule(counter)) == pytest.approx(at_zero, rel=1e-6, abs=0.0)
     assert "Steps below 0 are treated as 0." in type(schedule).__doc__
 

@@ -76,8 +76,15 @@ def test_alpha_dropout_in_training_keeps_fixed_point(rate):
 def test_relu_net_drifts():
     means, variances = layer_statistics([lambda i: keras.layers.ReLU()], initializer="he_normal")
     outside = (np.abs(means) >= 0.1) | (variances < 0.8) | (variances > 1.2)
-    # ReLU activations have a positive mean (~0.56 sigma): every layer leaves the band.
+    # ReLU activations have a positive mean: every layer leaves the band.
     assert outside.mean() > 0.9
-    assert np.all(means > 0.3)
+    # For a = relu(z), z ~ N(0, q): E[a] / sqrt(E[a^2]) = sqrt(q / 2pi) / sqrt(q / 2) = 1/sqrt(pi)
+    # whatever the scale q. An absolute bound (the old `means > 0.3`) depended on where the
+    # scale's random walk over depth went for one backend's initializer stream (TF seed 1 and
+    # torch seed 0 dip to 0.28-0.30); this scale-free ratio is within 0.49-0.61 for every seed
+    # and backend tried, and would be ~0 for a zero-mean activation such as SELU's fixed point.
+    second_moments = variances + means**2
+    ratio = means / np.sqrt(second_moments)
+    assert np.all((ratio > 0.45) & (ratio < 0.7)), ratio
     # Without SELU's attracting fixed point the variance wanders far from 1 with depth.
     assert np.max(np.abs(np.log(variances))) > np.log(1.2)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from keras_normkit import activations
 from keras_normkit.layers import SELU, AlphaDropout
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_xla
 
 
 class AlphaDropoutConformanceTest(LayerConformanceTestCase):
@@ -81,6 +82,7 @@ def test_mixed_precision(policy):
     assert np.isfinite(y).all() and abs(y.mean()) < 0.05
 
 
+@requires_xla
 def test_xla_training():
     model = keras.Sequential(
         [

@@ -7,6 +7,7 @@ import pytest
 from keras_normkit.constraints import Simplex
 from keras_normkit.layers import ConvexCombination
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_xla
 
 
 class ConvexCombinationConformanceTest(LayerConformanceTestCase):
@@ -52,12 +53,16 @@ def test_alpha_stays_on_simplex_while_training():
     np.testing.assert_allclose(alphas[-1], [1.0, 0.0, 0.0], atol=1e-3)
 
 
-def test_mixed_precision_and_xla():
+def test_mixed_precision():
     layer = ConvexCombination(dtype="mixed_float16")
     y = layer([np.ones((2, 3), "float32"), np.zeros((2, 3), "float32")])
     assert keras.backend.standardize_dtype(y.dtype) == "float16"
     assert keras.backend.standardize_dtype(layer.alpha.dtype) == "float32"
     np.testing.assert_allclose(keras.ops.convert_to_numpy(y), 0.5)
+
+
+@requires_xla
+def test_xla_training_stays_on_simplex():
     x = keras.Input((8,))
     h = keras.layers.Dense(8)(x)
     model = keras.Model(x, ConvexCombination()([x, h]))

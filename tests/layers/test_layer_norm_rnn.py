@@ -17,6 +17,7 @@ from keras_normkit.layers import (
     LayerNormSimpleRNNCell,
 )
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_xla
 
 EPS = 1e-3
 
@@ -178,9 +179,13 @@ def test_layer_equals_rnn_of_its_cell(layer_cls, kwargs):
         ref.build(x.shape)
         ref.set_weights(layer.get_weights())
         for m in (None, mask):
-            np.testing.assert_allclose(layer(x, mask=m), ref(x, mask=m), atol=1e-6)
+            np.testing.assert_allclose(
+                keras.ops.convert_to_numpy(layer(x, mask=m)),
+                keras.ops.convert_to_numpy(ref(x, mask=m)),
+                atol=1e-6,
+            )
         expected, _ = np_rnn(ref.cell, x[:, ::-1] if go_backwards else x)
-        np.testing.assert_allclose(layer(x), expected, atol=2e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), expected, atol=2e-5)
 
 
 def test_lstm_carry_differs_between_modes():
@@ -406,6 +411,7 @@ def test_stateful_equals_one_long_call(cls):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(stateful(x[:, :3])), first, atol=1e-6)
 
 
+@requires_xla
 def test_xla_training_with_masking_and_dropout():
     x = _inputs(batch=8, steps=5)
     x[:, 3:] = 0.0

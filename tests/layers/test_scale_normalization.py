@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from keras_normkit.layers import ScaleNormalization
 from tests.conformance import LayerConformanceTestCase
-from tests.conftest import requires_tensorflow
+from tests.conftest import requires_tensorflow, requires_xla
 
 
 def np_scale_norm(x, g, axis=-1, eps=1e-5):
@@ -106,6 +106,7 @@ def test_mixed_precision_large_inputs(policy):
     )
 
 
+@requires_xla
 def test_trains_scale_under_xla():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(32, 4)).astype("float32")

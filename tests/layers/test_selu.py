@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from keras_normkit import activations
 from keras_normkit.layers import SELU
 from tests.conformance import LayerConformanceTestCase
+from tests.conftest import requires_xla
 from tests.test_activations import numpy_selu
 
 
@@ -57,6 +58,7 @@ def test_mixed_precision_output_dtype():
     assert keras.backend.standardize_dtype(y.dtype) == "float16"
 
 
+@requires_xla
 def test_xla():
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), SELU((0.1, 1.2))])
     model.compile("sgd", "mse", jit_compile=True)
