@@ -7,7 +7,9 @@ the wrapper saves to `.keras` (no `custom_objects`), exports with `model.export(
 serves like any Keras model; its call path uses `keras.ops` only (any backend).
 `calibrate(x, y)` runs the classifier once over held-out data (`collect.py`), then fits the
 map in NumPy (`fitting.py`). Until then the wrapper refuses to predict (or export) and raises
-`NotCalibratedError`, rather than silently applying the identity map; loading a saved
+`NotCalibratedError`, rather than silently applying the identity map (on JAX, a larger model
+that contains an uncalibrated wrapper loses its weights when its `predict` raises: Keras's
+JAX loop detaches them until the loop ends; calibrate before serving); loading a saved
 calibrated wrapper (`.keras` or `load_weights`) restores it calibrated, and `set_weights`
 marks it calibrated.
 
@@ -222,6 +224,19 @@ class _CalibratedClassifier(keras.Model):
         """Whether the map was fitted by `calibrate` (or loaded from a calibrated save)."""
         return self._is_calibrated
 
+    def __getattr__(self, name):
+        # A fitted-attribute property (`temperature_`) raises `NotCalibratedError`, an
+        # AttributeError, so Python then calls `__getattr__`: on the PyTorch backend (layers
+        # are `torch.nn.Module`s) that would replace it with a bare "has no attribute" error.
+        # Calling the property again here lets its own error through on every backend.
+        attribute = getattr(type(self), name, None)
+        if isinstance(attribute, property):
+            return attribute.__get__(self, type(self))
+        parent = getattr(super(), "__getattr__", None)
+        if parent is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return parent(name)
+
     def _check_calibrated(self, what="be called (or predict, evaluate, export)"):
         if not self._is_calibrated:
             raise NotCalibratedError(
@@ -251,6 +266,27 @@ class _CalibratedClassifier(keras.Model):
             calibrated = bool(np.asarray(store[_CALIBRATED_KEY]))
         super().load_own_variables({k: store[k] for k in keys if k != _CALIBRATED_KEY})
         self._is_calibrated = calibrated
+
+    # Checked before Keras's loop starts, not only in `call` (at trace time): on JAX,
+    # `predict`/`evaluate` detach the variables' values for the loop and only reattach them at
+    # its end, so an error raised while tracing would leave the wrapped classifier without
+    # weights. (A model that merely contains an uncalibrated wrapper raises from `call`; on
+    # JAX its weights are then lost: reload or rebuild it.)
+    def predict(self, *args, **kwargs):
+        self._check_calibrated()
+        return super().predict(*args, **kwargs)
+
+    def predict_on_batch(self, *args, **kwargs):
+        self._check_calibrated()
+        return super().predict_on_batch(*args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        self._check_calibrated()
+        return super().evaluate(*args, **kwargs)
+
+    def test_on_batch(self, *args, **kwargs):
+        self._check_calibrated()
+        return super().test_on_batch(*args, **kwargs)
 
     def call(self, inputs, training=False):
         self._check_calibrated()
@@ -293,7 +329,11 @@ class _CalibratedClassifier(keras.Model):
         strategy = getattr(self.classifier, "distribute_strategy", None)
         replicas = 1 if strategy is None else strategy.num_replicas_in_sync
 
+        first_batch = []
+
         def predict_batch(x_batch):
+            if not first_batch:
+                first_batch.append(keras.tree.map_structure(lambda a: a[:1], x_batch))
             if replicas > 1:
                 # predict_on_batch under a multi-replica strategy returns every replica's
                 # copy of the batch (Keras 3.15); predict splits and gathers it correctly.
@@ -312,7 +352,10 @@ class _CalibratedClassifier(keras.Model):
                 self._create_calibration_weights(self.num_classes)
             self._fit(data.logits, data.labels)
         self._is_calibrated = True
-        self.built = True  # every weight exists now: saving must not warn of an unbuilt model
+        # One call on one example records the input structure, as a first call of any Keras
+        # model does: saving then does not warn of an unbuilt model, and `export` (which
+        # needs a called model on Keras 3.10) works.
+        self(first_batch[0])
         return self
 
     def compute_output_shape(self, input_shape):
