@@ -1,6 +1,7 @@
 """Deployment helpers: SavedModel with a named serving signature, and TFLite conversion.
 
-TensorFlow only. The exported artifacts are standalone: they are served by plain
+TensorFlow backend only (`KERAS_BACKEND=tensorflow`): on JAX and PyTorch both functions
+raise a `RuntimeError` saying so (use `model.export()` there). The exported artifacts are standalone: they are served by plain
 TensorFlow (`tf.saved_model.load`, TF Serving, the TFLite interpreter) without
 keras_normkit installed, because every keras_normkit layer is traced into TensorFlow ops.
 """

@@ -12,8 +12,6 @@ import pytest
 from keras_normkit.layers import SELU, AlphaDropout
 from tests.conftest import requires_tensorflow
 
-pytestmark = requires_tensorflow
-
 
 def snn_model():
     keras.utils.set_random_seed(0)
@@ -59,6 +57,7 @@ def run_in_fresh_process(script, *args, cwd):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@requires_tensorflow
 def test_export_saved_model_named_signature_served_without_library(tmp_path):
     from keras_normkit.export import export_saved_model
 
@@ -79,6 +78,7 @@ def test_export_saved_model_named_signature_served_without_library(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, atol=1e-6)
 
 
+@requires_tensorflow
 def test_export_default_signature_and_dynamic_batch(tmp_path):
     import tensorflow as tf
 
@@ -94,6 +94,7 @@ def test_export_default_signature_and_dynamic_batch(tmp_path):
         np.testing.assert_allclose(value.numpy(), keras.ops.convert_to_numpy(model(x)), atol=1e-6)
 
 
+@requires_tensorflow
 def test_convert_to_tflite_matches_keras(tmp_path):
     import tensorflow as tf
 
@@ -119,6 +120,7 @@ class InverseErf(keras.layers.Layer):
         return keras.ops.erfinv(keras.ops.tanh(x))
 
 
+@requires_tensorflow
 def test_tflite_error_names_op_and_layer(tmp_path):
     from keras_normkit.export import convert_to_tflite
 
@@ -129,6 +131,7 @@ def test_tflite_error_names_op_and_layer(tmp_path):
         convert_to_tflite(model, tmp_path / "m.tflite")
 
 
+@requires_tensorflow
 def test_bad_arguments(tmp_path):
     from keras_normkit.export import convert_to_tflite, export_saved_model
 
@@ -140,6 +143,7 @@ def test_bad_arguments(tmp_path):
         convert_to_tflite(keras.Sequential([keras.layers.Dense(2)]), tmp_path / "c")
 
 
+@requires_tensorflow
 def test_tflite_error_for_an_op_select_tf_ops_cannot_keep_either(tmp_path):
     from keras_normkit.export import convert_to_tflite
 
@@ -168,6 +172,7 @@ def _recurrent_model(batch_size):
     return keras.Model(story, LayerNormSimpleRNN(4, name="recurrent")(story))
 
 
+@requires_tensorflow
 @pytest.mark.parametrize("batch_size", [None, 1])
 def test_tflite_recurrent_error_mentions_a_dynamic_batch_only_when_there_is_one(
     batch_size, tmp_path
@@ -189,6 +194,7 @@ def test_tflite_recurrent_error_mentions_a_dynamic_batch_only_when_there_is_one(
         assert "dynamic" not in message.split("Converter said:")[0]
 
 
+@requires_tensorflow
 def test_tflite_allow_select_tf_ops_converts_a_recurrent_loop(tmp_path):
     from keras_normkit.export import convert_to_tflite
 
@@ -198,3 +204,14 @@ def test_tflite_allow_select_tf_ops_converts_a_recurrent_loop(tmp_path):
     assert b"FlexTensorListReserve" in flatbuffer  # the loop's ops kept as TensorFlow ops
     with pytest.raises(TypeError, match=r"`allow_select_tf_ops` must be a Python bool.*'yes'"):
         convert_to_tflite(_recurrent_model(None), tmp_path / "n.tflite", allow_select_tf_ops="yes")
+
+
+def test_other_backends_get_a_clear_error(tmp_path):
+    """Both helpers need TensorFlow's SavedModel/TFLite: elsewhere they say so up front."""
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("the TensorFlow backend exports (the tests above)")
+    from keras_normkit.export import convert_to_tflite, export_saved_model
+
+    for function in (export_saved_model, convert_to_tflite):
+        with pytest.raises(RuntimeError, match="needs the TensorFlow backend.*model.export"):
+            function(snn_model(), tmp_path / function.__name__)
