@@ -7,7 +7,13 @@ tests/backend/test_keras_compat.py, and nowhere else.
 
 import keras
 
-__all__ = ["producing_layer"]
+# No public equivalent: the mixin that gives an RNN cell Keras's per-sequence dropout masks
+# (`get_dropout_mask`, `get_recurrent_dropout_mask`, reset by `keras.layers.RNN` at each
+# call) is not exported; `keras.layers.SimpleRNNCell` and friends inherit it internally.
+# Re-exported so that our cells share exactly Keras's mask semantics.
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+__all__ = ["DropoutRNNCell", "backend_rnn", "producing_layer"]
 
 
 def producing_layer(tensor):
@@ -25,3 +31,20 @@ def producing_layer(tensor):
     # tensor has no model yet and needs the one operation just upstream of its input.
     history = getattr(tensor, "_keras_history", None)
     return getattr(history, "operation", None) if history is not None else None
+
+
+def backend_rnn(step_function, inputs, initial_states, **kwargs):
+    """The active backend's RNN time loop, the one `keras.layers.RNN` runs.
+
+    `keras.src.backend.rnn(step_function, inputs, initial_states, go_backwards=False,
+    mask=None, constants=None, unroll=False, input_length=None, time_major=False,
+    zero_output_for_mask=False, return_all_outputs=True)` returns
+    `(last_output, outputs, new_states)`. No public equivalent: `keras.ops.scan` and
+    `keras.ops.while_loop` are generic loops, while this is the loop Keras tuned per backend
+    for RNNs (`tf.while_loop` over a `TensorArray` with the unknown-length handling of
+    TensorFlow, `lax.scan` on JAX), which `FastWeightsRNN` runs its chunks with so that it
+    behaves like `keras.layers.RNN` (masks, export, XLA).
+    """
+    from keras.src import backend
+
+    return backend.rnn(step_function, inputs, initial_states, **kwargs)

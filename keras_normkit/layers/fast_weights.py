@@ -2,12 +2,11 @@
 
 import keras
 from keras import ops
-from keras.src import backend as keras_backend
-from keras.src import tree
-from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
-from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
+from keras_normkit.backend.keras_compat import DropoutRNNCell
+from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
+from keras_normkit.ops.fast_weights_loop import ChunkedLoop, matvec, static_steps
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
 
@@ -19,12 +18,9 @@ IMPLEMENTATIONS = ("auto", "matrix", "memory")
 # T = units / 2, 0.85 * units and units respectively.
 _AUTO_MEMORY_RULE = {"plain": (64, 0.5), "xla_clusters": (48, 0.8), "xla": (48, 1.0)}
 
-# Steps per iteration of the time loop (see `_ChunkedLoop`).
-_CHUNK = 8
-
 
 def _half(dtype):
-    return keras_backend.standardize_dtype(dtype) in ("float16", "bfloat16")
+    return keras.backend.standardize_dtype(dtype) in ("float16", "bfloat16")
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -224,7 +220,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         if self.use_bias:
             boundary = boundary + self.bias
         a = ops.reshape(a_flat, (-1, self.units, self.units))
-        h = self.settle(boundary, lambda v: _matvec(a, v))
+        h = self.settle(boundary, lambda v: matvec(a, v))
         a = self.hebbian_update(a, h)
         return h, [h, ops.reshape(a, (-1, self.units * self.units))]
 
@@ -478,7 +474,7 @@ class FastWeightsRNN(keras.layers.RNN):
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         cell = self.cell
-        if tree.is_nested(mask):
+        if keras.tree.is_nested(mask):
             mask = mask[0]
         h0, a0 = initial_state
         units = cell.units
@@ -497,11 +493,12 @@ class FastWeightsRNN(keras.layers.RNN):
         # Without XLA the loop is hundreds of tiny kernels per step: in a TensorFlow training
         # step that is not XLA-compiled, it runs as compiled clusters (forward; gradient).
         # Not for an unknown T: XLA would compile again for every new length.
-        compile_loop = training and projected.shape[1] is not None and can_compile_cluster()
+        timesteps = static_steps(projected)
+        compile_loop = training and timesteps is not None and can_compile_cluster()
         implementation = self.resolve_implementation(
-            projected.shape[1], "xla_clusters" if compile_loop else None
+            timesteps, "xla_clusters" if compile_loop else None
         )
-        loop = _ChunkedLoop(
+        loop = ChunkedLoop(
             cell,
             implementation,
             zero_output_for_mask=self.zero_output_for_mask,
@@ -553,268 +550,3 @@ class FastWeightsRNN(keras.layers.RNN):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-
-def _matvec(a, v):
-    """`A·v` for a batch of matrices `(B, H, H)` and vectors `(B, H)`."""
-    return ops.squeeze(ops.matmul(a, v[:, :, None]), -1)
-
-
-def _scaled(x, d):
-    """`d·x`, skipping the product for the Python float 1."""
-    return x if isinstance(d, float) and d == 1.0 else x * d
-
-
-class _ChunkedLoop:
-    """The `FastWeightsRNN` recurrence, run `chunk` steps per iteration of the time loop.
-
-    Inside a chunk that starts at step `t0`, the fast weights are
-    `A(t0 + k) = λ^{n_k}·A(t0) + η Σ_{j<k} λ^{n_k - n_j - 1} h_j h_jᵀ` (`n_k`: unmasked steps
-    of the chunk before step `k`; masked steps neither write nor decay), so the `k` states
-    written so far in the chunk are applied directly from a small stack and `A` — or, in the
-    memory form, the history of states — is updated once per chunk. The loop then carries
-    (and back-propagation stores) the `(B, H, H)` matrix or the `(B, T, H)` history once per
-    chunk instead of once per step, and the per-step write of `A` disappears.
-    """
-
-    def __init__(self, cell, implementation, zero_output_for_mask, zero_initial_fast_weights):
-        self.cell = cell
-        self.implementation = implementation
-        self.zero_output_for_mask = zero_output_for_mask
-        self.with_a0 = not zero_initial_fast_weights
-        self.tensors = None  # set by `__call__`
-
-    def boundary(self, cx_t, h):
-        rec_mask = self.tensors.get("rec_mask")
-        h_rec = h if rec_mask is None else h * rec_mask
-        return cx_t + ops.matmul(h_rec, self.tensors["recurrent_kernel"])
-
-    def run_chunk(self, cx, m, h, out_prev, global_apply):
-        """`cx.shape[1]` steps from `h`; `global_apply(v, d)` = `d·A(t0)·v`.
-
-        Returns the outputs `(B, c, H)`, the new `h` and previous output, the stacked new
-        states `(B, c, H)`, their weights `w_j` in `A(t0 + c) = d·A(t0) + Σ_j w_j h_j h_jᵀ`,
-        and `d` (a Python float without a mask, else `(B, 1)`).
-        """
-        cell = self.cell
-        lam, eta = cell.decay, cell.fast_learning_rate
-        dtype = cx.dtype
-        length = cx.shape[1]
-        states, outputs, counts = [], [], []
-        count = None if m is None else ops.zeros_like(m[:, :1])
-
-        def weights_at(n_now):
-            """Weights of the chunk's states so far in `A` when `n_now` unmasked steps are done."""
-            if m is None:
-                w = [eta * lam ** (n_now - 1 - j) for j in range(len(states))]
-                return ops.convert_to_tensor(w, dtype=dtype)[None, :]
-            lam_t = ops.cast(lam, dtype)
-            exponents = ops.maximum(n_now - ops.concatenate(counts, axis=1) - 1.0, 0.0)
-            return eta * m[:, : len(states)] * ops.power(lam_t, exponents)
-
-        # Unstacked once: slicing step by step costs a full-size StridedSliceGrad per step.
-        cx_steps = ops.unstack(cx, axis=1)
-        m_steps = None if m is None else ops.unstack(m[:, :, None], axis=1)
-        for k in range(length):
-            if m is None:
-                decay_k = lam**k
-            else:
-                decay_k = ops.power(ops.cast(lam, dtype), count)
-            stacked = weights = None
-            if states:
-                stacked = ops.stack(states, axis=1)
-                weights = weights_at(k if m is None else count)
-
-            def fast_apply(v, decay_k=decay_k, stacked=stacked, weights=weights):
-                out = global_apply(v, decay_k)
-                if stacked is not None:
-                    # Products and sums, not einsum: TensorFlow's einsum kernels cost
-                    # ~0.1-0.3 ms each on these small tensors without XLA.
-                    scores = ops.sum(stacked * v[:, None, :], axis=-1) * weights
-                    out = out + ops.sum(scores[:, :, None] * stacked, axis=1)
-                return out
-
-            h_new = cell.settle(
-                self.boundary(cx_steps[k], h),
-                fast_apply,
-                self.tensors.get("gamma"),
-                self.tensors.get("beta"),
-            )
-            if m is None:
-                h = out = h_new
-            else:
-                keep = m_steps[k] > 0
-                h = ops.where(keep, h_new, h)
-                out = ops.where(
-                    keep, h_new, ops.zeros_like(h_new) if self.zero_output_for_mask else out_prev
-                )
-                counts.append(count)
-                count = count + m_steps[k]
-            out_prev = out
-            states.append(h)
-            outputs.append(out)
-        end_weights = weights_at(length if m is None else count)
-        end_decay = lam**length if m is None else ops.power(ops.cast(lam, dtype), count)
-        return (
-            ops.stack(outputs, axis=1),
-            h,
-            out_prev,
-            ops.stack(states, axis=1),
-            end_weights,
-            end_decay,
-        )
-
-    @staticmethod
-    def matrix_apply(a):
-        return lambda v, d: _scaled(_matvec(a, v), d)
-
-    @staticmethod
-    def write_matrix(a, stacked, end_weights, end_decay):
-        if not isinstance(end_decay, float):
-            end_decay = end_decay[:, :, None]
-        weighted = ops.swapaxes(stacked * end_weights[:, :, None], 1, 2)
-        return end_decay * a + ops.matmul(weighted, stacked)
-
-    def __call__(self, tensors, return_sequences):
-        """Run the whole sequence; returns `(last output, outputs or None, h, A)`.
-
-        `tensors`: `projected` (`C·x + bias`, `(B, T, H)`), `h0`, `a0` (`(B, H, H)`),
-        `recurrent_kernel` and, when used, `mask`, `rec_mask`, `gamma` and `beta`.
-        """
-        self.tensors = tensors
-        projected, mask, h0, a0 = (tensors.get(k) for k in ("projected", "mask", "h0", "a0"))
-        units = self.cell.units
-        batch = ops.shape(projected)[0]
-        dtype = projected.dtype
-        steps = projected.shape[1]
-        if steps is None:
-            # Unknown length: pad to whole chunks with masked steps.
-            chunk = _CHUNK
-            steps_t = ops.shape(projected)[1]
-            pad = (-steps_t) % chunk
-            if mask is None:
-                mask = ops.ones((batch, steps_t), dtype="bool")
-            projected = ops.concatenate([projected, ops.zeros((batch, pad, units), dtype)], 1)
-            mask = ops.concatenate([mask, ops.zeros((batch, pad), "bool")], 1)
-            n_chunks, tail = None, 0
-        else:
-            # Short sequences run as one chunk (no tail after the loop): T = 11 trained
-            # 1.6x faster that way than as a chunk of 8 plus a tail of 3 (XLA, CPU).
-            chunk = max(1, steps if steps <= _CHUNK * 3 // 2 else _CHUNK)
-            n_chunks, tail = divmod(steps, chunk)
-        m = None if mask is None else ops.cast(mask, dtype)
-        keep_out = m is not None and not self.zero_output_for_mask
-        main = None if n_chunks is None else n_chunks * chunk
-        body_x = ops.reshape(projected[:, :main], (batch, -1, chunk, units))
-        body = body_x  # the mask travels as one more feature: keras' TF loop wants one tensor
-        if m is not None:
-            body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, -1, chunk, 1))], -1)
-        out_prev0 = ops.zeros((batch, units), dtype)
-        memory = self.implementation == "memory"
-        # Loops over consecutive ranges of chunks. The memory form's history fills up as the
-        # sequence runs, so with a static T of 8 chunks or more it runs two loops: the first
-        # attends over a half-size buffer (3/4 of the attention work of one loop over the
-        # full buffer; at 4 chunks the second loop's overhead cost more than it saved).
-        segments = [(0, n_chunks)]
-        if memory and n_chunks is not None and n_chunks >= 8:
-            segments = [(0, n_chunks // 2), (n_chunks // 2, n_chunks)]
-        if memory:
-            n_slots = segments[0][1] if n_chunks is not None else ops.shape(body_x)[1]
-            history = ops.zeros((batch, n_slots, chunk, units), dtype)
-            weight = ops.zeros((batch, n_slots, chunk), dtype)
-            position = ops.cast(ops.arange(n_slots) == 0, dtype)[None, :]
-            scale = ops.ones((batch, 1), dtype)
-            states = [h0, out_prev0, history, weight, position, scale]
-        else:
-            states = [h0, out_prev0, a0]
-        if not keep_out:
-            del states[1]
-
-        def step(inputs, states):
-            cx, mk = inputs, None
-            if m is not None:
-                cx, mk = inputs[..., :units], inputs[..., units]
-            states = list(states)
-            h = states.pop(0)
-            out_prev = states.pop(0) if keep_out else None
-            if memory:
-                history, weight, position, scale = states
-                flat_h = ops.reshape(history, (batch, -1, units))
-                flat_w = ops.reshape(weight, (batch, -1))
-
-                def global_apply(v, d):
-                    scores = ops.squeeze(ops.matmul(flat_h, v[:, :, None]), -1) * flat_w
-                    out = ops.squeeze(ops.matmul(scores[:, None, :], flat_h), 1)
-                    if self.with_a0:
-                        out = out + scale * _matvec(a0, v)
-                    return _scaled(out, d)
-
-            else:
-                (a,) = states
-                global_apply = self.matrix_apply(a)
-            outputs, h, out_prev, stacked, end_w, end_d = self.run_chunk(
-                cx, mk, h, out_prev, global_apply
-            )
-            if memory:
-                d = end_d if isinstance(end_d, float) else end_d[:, :, None]
-                new = position[:, :, None] > 0
-                weight = ops.where(new, end_w[:, None, :], weight * d)
-                history = ops.where(new[..., None], stacked[:, None], history)
-                position = ops.pad(position[:, :-1], [[0, 0], [1, 0]])
-                new_states = [history, weight, position, scale * end_d]
-            else:
-                new_states = [self.write_matrix(a, stacked, end_w, end_d)]
-            return outputs, [h] + ([out_prev] if keep_out else []) + new_states
-
-        all_outputs = return_sequences or steps is None
-        segment_outputs = []
-        for start, stop in segments:
-            if start > 0:  # the memory form's next loop: a buffer of `stop` slots
-                history, weight, _, scale = states[-4:]
-                grow = stop - start
-                history = ops.pad(history, [[0, 0], [0, grow], [0, 0], [0, 0]])
-                weight = ops.pad(weight, [[0, 0], [0, grow], [0, 0]])
-                position = ops.cast(ops.arange(stop) == start, dtype)[None, :]
-                states = list(states[:-4]) + [history, weight, position, scale]
-            last, outputs, states = keras_backend.rnn(
-                step,
-                body if len(segments) == 1 else body[:, start:stop],
-                states,
-                mask=None,
-                unroll=False,
-                input_length=None if stop is None else stop - start,
-                return_all_outputs=all_outputs,
-            )
-            segment_outputs.append(outputs)
-        if len(segments) > 1 and all_outputs:
-            outputs = ops.concatenate(segment_outputs, axis=1)
-        h = states[0]
-        out_prev = states[1] if keep_out else None
-        if memory:
-            history, weight, _, scale = states[-4:]
-            flat_h = ops.reshape(history, (batch, -1, units))
-            a = ops.einsum("bti,btj->bij", flat_h * ops.reshape(weight, (batch, -1, 1)), flat_h)
-            if self.with_a0:
-                a = a + scale[:, :, None] * a0
-        else:
-            a = states[-1]
-        last = last[:, -1]
-        if all_outputs:
-            outputs = ops.reshape(outputs, (batch, -1, units))
-        if tail:
-            # The last `tail < chunk` steps, outside the loop, on the matrix.
-            t_out, h, _, stacked, end_w, end_d = self.run_chunk(
-                projected[:, main:],
-                None if m is None else m[:, main:],
-                h,
-                out_prev,
-                self.matrix_apply(a),
-            )
-            a = self.write_matrix(a, stacked, end_w, end_d)
-            last = t_out[:, -1]
-            if return_sequences:
-                outputs = ops.concatenate([outputs, t_out], axis=1)
-        if steps is None:
-            outputs = outputs[:, : ops.shape(projected)[1] - pad]  # drop the padding
-            last = outputs[:, -1]
-        return last, (outputs if return_sequences else None), h, a

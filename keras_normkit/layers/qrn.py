@@ -1,5 +1,7 @@
 """Query-reduction networks: the `QRNCell` step and the `QRN` layer, parallel over time."""
 
+import operator
+
 import keras
 from keras import ops
 
@@ -11,7 +13,11 @@ __all__ = ["MAX_DYNAMIC_STEPS", "QRN", "QRNCell", "linear_scan"]
 
 
 def _static_dim(value):
-    return None if value is None else int(value)
+    """`value` as an int, `None` if unknown (`None`, or a symbolic dimension in a JAX export)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _scan_dtype(dtype):

@@ -27,6 +27,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_normkit.ops._shapes import padding_to_multiple
+
 __all__ = ["MAX_DYNAMIC_STEPS", "linear_scan"]
 
 # Vector decays: the parallel scan works on blocks of _BLOCK steps (log2(_BLOCK) vectorized
@@ -47,8 +49,13 @@ MAX_DYNAMIC_STEPS = _BLOCK**_LEVELS * 2**_TOP_PASSES
 def _shift(x, shift, fill):
     """`x` moved `shift` steps later along axis 1, the first `shift` steps set to `fill`."""
     steps = ops.shape(x)[1]
-    k = min(shift, steps) if isinstance(steps, int) else ops.minimum(shift, steps)
-    return ops.concatenate([ops.full_like(x[:, :k], fill), x[:, : steps - k]], axis=1)
+    if isinstance(steps, int):
+        k = min(shift, steps)
+        return ops.concatenate([ops.full_like(x[:, :k], fill), x[:, : steps - k]], axis=1)
+    # Unknown length: pad, then cut back to `steps` (no comparison with `steps`, so that JAX
+    # can export it with a symbolic length).
+    widths = [[0, 0], [shift, 0]] + [[0, 0]] * (len(x.shape) - 2)
+    return ops.pad(x, widths, constant_values=fill)[:, :steps]
 
 
 def _hillis_steele(a, b, passes):
@@ -72,7 +79,7 @@ def _blocked_scan(a, b, level=0):
     if not isinstance(steps, int) and level == _LEVELS:
         return _hillis_steele(a, b, _TOP_PASSES)[1]
     batch, gates, units = ops.shape(b)[0], a.shape[-1], b.shape[-1]
-    pad = (-steps) % _BLOCK
+    pad = padding_to_multiple(steps, _BLOCK)
     a = ops.pad(a, [[0, 0], [0, pad], [0, 0]], constant_values=1)
     b = ops.pad(b, [[0, 0], [0, pad], [0, 0]])
     passes = (_BLOCK - 1).bit_length()
@@ -130,7 +137,7 @@ def _chunked_scan(a, b, level=0):
     log_a = ops.log(ops.maximum(a[..., 0], tiny))
     if static and steps <= _CHUNK:
         return ops.matmul(_decay_factors(log_a)[0], b)
-    pad = (-steps) % _CHUNK
+    pad = padding_to_multiple(steps, _CHUNK)
     if not static or pad:
         log_a = ops.pad(log_a, [[0, 0], [0, pad]])  # log 1 = 0: padded steps carry the state
         b = ops.pad(b, [[0, 0], [0, pad], [0, 0]])

@@ -820,3 +820,23 @@ def test_jax_backend_matches_numpy():
         [sys.executable, "-c", JAX_SCRIPT], cwd=root, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX export (jax2tf) test")
+@pytest.mark.parametrize("implementation", ["auto", "memory"])
+def test_jax_export_with_unknown_time_axis(tmp_path, implementation):
+    """JAX: a `None` time axis behind an Embedding exports (symbolic length) and serves any T."""
+    pytest.importorskip("jax.experimental.jax2tf")
+    tokens = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)
+    layer = FastWeightsRNN(8, return_sequences=True, implementation=implementation)
+    model = keras.Model(tokens, layer(x))
+    model.export(str(tmp_path), format="tf_saved_model", verbose=False)
+    reloaded = tf.saved_model.load(str(tmp_path))  # kept: `serve` needs its variables
+    rng = np.random.default_rng(0)
+    for steps in (1, 9, 20):  # one step, a chunk and a tail, more than one chunk
+        t = rng.integers(1, 20, size=(3, steps)).astype("int32")
+        t[0, -1] = 0  # a padded step
+        np.testing.assert_allclose(
+            reloaded.serve(t).numpy(), model.predict(t, verbose=0), atol=1e-5, err_msg=steps
+        )

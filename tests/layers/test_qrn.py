@@ -569,3 +569,26 @@ def test_bad_arguments_and_shapes():
         layer([np.zeros((2, 5, 4), "float32"), np.zeros((5, 4), "float32")])
     with pytest.raises(ValueError, match=r"\[x_t, q_t\].*input_shape=\(None, 5\)"):
         keras.layers.RNN(QRNCell(3))(keras.Input((None, 5)))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="JAX export (jax2tf) test")
+def test_jax_export_with_unknown_time_axis(tmp_path):
+    """JAX: a `None` time axis behind an Embedding exports (symbolic length) and serves any T."""
+    pytest.importorskip("jax.experimental.jax2tf")
+    tokens, q_in = keras.Input((None,), dtype="int32"), keras.Input((8,))
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)
+    h = QRN(8, bidirectional=True)([x, q_in])
+    model = keras.Model([tokens, q_in], QRN(8, vector_gates=True, return_sequences=False)([x, h]))
+    model.export(str(tmp_path), format="tf_saved_model", verbose=False)
+    reloaded = tf.saved_model.load(str(tmp_path))  # kept: `serve` needs its variables
+    rng = np.random.default_rng(0)
+    for steps in (1, 9, 40):  # one step, across a chunk boundary, across a block boundary
+        t = rng.integers(1, 20, size=(3, steps)).astype("int32")
+        t[0, -1] = 0  # a padded step
+        q = rng.normal(size=(3, 8)).astype("float32")
+        np.testing.assert_allclose(
+            reloaded.serve([t, q]).numpy(),
+            model.predict([t, q], verbose=0),
+            atol=1e-5,
+            err_msg=steps,
+        )
