@@ -12,6 +12,8 @@ Reference: Ioffe & Szegedy, "Batch Normalization", ICML 2015, arXiv:1502.03167.
 import keras
 import numpy as np
 
+from keras_normkit.backend.keras_compat import producing_layer
+
 __all__ = ["fold_batch_normalization"]
 
 _CONV = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
@@ -26,10 +28,18 @@ _FOLDABLE = (keras.layers.Dense, *_CONV, *_CONV_TRANSPOSE, *_DEPTHWISE, *_SEPARA
 
 
 def _is_graph_model(model):
+    """Whether `model` is a Sequential or Functional model (a graph of layers to rewrite).
+
+    A Functional model (and any subclass built with `super().__init__(inputs, outputs)`) has
+    symbolic `inputs` and `outputs`; a subclassed model has neither attribute.
+    """
     if isinstance(model, keras.Sequential):
         return True
-    functional = keras.src.models.functional.Functional
-    return isinstance(model, functional)
+    if not isinstance(model, keras.Model):
+        return False
+    inputs, outputs = getattr(model, "inputs", None), getattr(model, "outputs", None)
+    tensors = keras.tree.flatten([inputs, outputs]) if inputs and outputs else []
+    return bool(tensors) and all(isinstance(t, keras.KerasTensor) for t in tensors)
 
 
 def _channel_axis(layer, rank):
@@ -115,7 +125,7 @@ def _find_pairs_functional(model):
             skipped[bn.name] = "it is shared (called more than once)"
             continue
         (tensor,) = tensors
-        producer = tensor._keras_history.operation
+        producer = producing_layer(tensor)
         if consumers.get(id(tensor), 0) != 1 or id(tensor) in outputs:
             skipped[bn.name] = f"the output of `{producer.name}` is also used elsewhere"
             continue

@@ -212,3 +212,26 @@ def test_bad_models():
         fold_batch_normalization(layers.Dense(3))
     with pytest.raises(ValueError, match="must be built"):
         fold_batch_normalization(keras.Sequential([layers.Dense(3), layers.BatchNormalization()]))
+
+
+class FunctionalSubclassModel(keras.Model):
+    """A subclass built with the Functional API (`super().__init__(inputs, outputs)`)."""
+
+    def __init__(self):
+        inputs = keras.Input((4,))
+        outputs = layers.BatchNormalization()(layers.Dense(3)(inputs))
+        super().__init__(inputs, outputs)
+
+
+def test_functional_subclass_and_nested_functional_fold():
+    model = FunctionalSubclassModel()
+    _randomize_bn(model)
+    x = np.random.default_rng(0).normal(size=(5, 4)).astype("float32")
+    folded, report = fold_batch_normalization(model, verbose=False, return_report=True)
+    assert _bn_count(folded) == 0 and len(report["folded"]) == 1
+    _assert_same_predictions(model, folded, x)
+    inputs = keras.Input((4,))
+    outer = keras.Model(inputs, layers.Dense(2)(model(inputs)))  # a Functional inside
+    folded = fold_batch_normalization(outer, verbose=False)
+    assert _bn_count(folded) == 0
+    _assert_same_predictions(outer, folded, x)
