@@ -60,13 +60,18 @@ def test_backend_rnn_runs_a_step_function_over_time():
         total = states[0] + inputs
         return total, [total]
 
-    last, outputs, states = keras_compat.backend_rnn(step, x, [keras.ops.zeros((2, 2))])
+    inputs = keras.ops.convert_to_tensor(x)  # tensors: PyTorch's loop takes no NumPy
+    last, outputs, states = keras_compat.backend_rnn(step, inputs, [keras.ops.zeros((2, 2))])
     np.testing.assert_allclose(keras.ops.convert_to_numpy(outputs), np.cumsum(x, axis=1))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(last), x.sum(axis=1))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(states[0]), x.sum(axis=1))
     mask = np.array([[True, False, True], [True, True, False]])
     _, outputs, states = keras_compat.backend_rnn(
-        step, x, [keras.ops.zeros((2, 2))], mask=mask, return_all_outputs=True
+        step,
+        inputs,
+        [keras.ops.zeros((2, 2))],
+        mask=keras.ops.convert_to_tensor(mask),
+        return_all_outputs=True,
     )
     expected = np.stack([x[0, 0] + x[0, 2], x[1, 0] + x[1, 1]])  # masked steps carry the state
     np.testing.assert_allclose(keras.ops.convert_to_numpy(states[0]), expected)
