@@ -51,6 +51,14 @@ def _collect_doctests():
 DOCTESTS = _collect_doctests()
 
 
+# Objects that do not exist on every backend, with the backends their examples run on. Each
+# one's docstring says so, and it raises a clear error elsewhere (tested with the object).
+_BACKEND_LIMITED = {
+    # Per-layer gradients: keras_normkit/backend/gradients.py has TensorFlow and JAX only.
+    "keras_normkit.callbacks.gradient_statistics.GradientStatistics": ("tensorflow", "jax"),
+}
+
+
 def _needs_tensorflow(test):
     return test.name.startswith("keras_normkit.export") or any(
         _NEEDS_TENSORFLOW.search(example.source) for example in test.examples
@@ -62,10 +70,26 @@ def _params():
         keras.backend.backend() != "tensorflow",
         reason="doctest example needs TensorFlow (tf.*, SavedModel/TFLite export)",
     )
-    return [
-        pytest.param(test, id=test.name, marks=[skip_tf] if _needs_tensorflow(test) else [])
-        for test in DOCTESTS
-    ]
+    params = []
+    for test in DOCTESTS:
+        marks = [skip_tf] if _needs_tensorflow(test) else []
+        backends = _BACKEND_LIMITED.get(test.name)
+        if backends is not None:
+            reason = f"{test.name} is implemented for {', '.join(backends)} only"
+            marks.append(pytest.mark.skipif(keras.backend.backend() not in backends, reason=reason))
+        params.append(pytest.param(test, id=test.name, marks=marks))
+    return params
+
+
+def test_backend_limited_objects_exist_and_say_so():
+    """Each `_BACKEND_LIMITED` entry names a real docstring that states its backends."""
+    names = {test.name: test for test in DOCTESTS}
+    for name, backends in _BACKEND_LIMITED.items():
+        assert name in names, name
+        docstring = names[name].docstring
+        for backend in backends:
+            label = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}[backend]
+            assert label in docstring, (name, label)
 
 
 def test_docstring_examples_are_found():
