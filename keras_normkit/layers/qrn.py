@@ -391,7 +391,9 @@ class QRN(keras.layers.Layer):
             inputs: `[x, q]` as in `call`.
             mask: Optional `(batch, T)` boolean mask of the steps.
         """
-        x, q = inputs
+        x, q = (ops.convert_to_tensor(t, dtype=self.compute_dtype) for t in inputs)
+        if mask is not None:
+            mask = ops.convert_to_tensor(mask, dtype="bool")
         self._check_shapes([x.shape, q.shape])
         a, _ = self._coefficients(x, q, self._step_mask(mask, len(q.shape)))
         return 1 - a

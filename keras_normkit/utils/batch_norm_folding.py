@@ -163,9 +163,15 @@ def _fold_functional(model, report):
             return args[0]
         return layer(*args, **kwargs)
 
+    # Clone the graph as a plain Functional model sharing the layers. For a subclass built
+    # with the Functional API this is what Keras 3.15 returns anyway, while Keras 3.10 would
+    # call the subclass's own constructor with (inputs, outputs, name=...), which it rarely takes.
+    plain = keras.Model(model.inputs, model.outputs, name=model.name)
     new_model = keras.models.clone_model(
-        model, clone_function=clone_function, call_function=call_function
+        plain, clone_function=clone_function, call_function=call_function
     )
+    if model.compiled:  # as clone_model does for the model it is given
+        new_model.compile_from_config(model.get_compile_config())
     _finish(clones, report, skipped)
     return new_model
 

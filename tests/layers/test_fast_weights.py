@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import keras_normkit.layers.fast_weights as fast_weights_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from tests.conformance import LayerConformanceTestCase
-from tests.conftest import requires_tensorflow
+from tests.conftest import requires_tensorflow, requires_xla
 
 IMPLEMENTATIONS = ("matrix", "memory")
 
@@ -474,6 +474,7 @@ def test_mixed_precision_close_to_float32(policy):
         np.testing.assert_allclose(y, expected, atol=atol)
 
 
+@requires_xla
 def test_xla_training_matches_eager():
     rng = np.random.default_rng(9)
     x = rng.normal(size=(8, 5, 3)).astype("float32")

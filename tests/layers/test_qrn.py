@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from keras_normkit.layers import QRN, QRNCell
 from tests.conformance import LayerConformanceTestCase
-from tests.conftest import requires_tensorflow
+from tests.conftest import requires_tensorflow, requires_xla
 
 # ---------------------------------------------------------------------------------------------
 # NumPy reference, written from the equations of Seo et al. (2017), float64, step by step.
@@ -349,6 +349,7 @@ def test_update_gate_values_and_mask():
         np.testing.assert_allclose(out, z * mask[..., None], atol=1e-6)
 
 
+@requires_xla
 def test_dynamic_time_axis_and_xla_training():
     """Unknown T, jit_compile=True: trains, and predicts like the eager layer at another T."""
     rng = np.random.default_rng(12)
