@@ -14,7 +14,6 @@ from keras_normkit import (
     schedules,
     utils,
 )
-
 from keras_normkit.version import __version__
 
 __all__ = [
