@@ -53,10 +53,7 @@ DOCTESTS = _collect_doctests()
 
 # Objects that do not exist on every backend, with the backends their examples run on. Each
 # one's docstring says so, and it raises a clear error elsewhere (tested with the object).
-_BACKEND_LIMITED = {
-    # Per-layer gradients: keras_normkit/backend/gradients.py has TensorFlow and JAX only.
-    "keras_normkit.callbacks.gradient_statistics.GradientStatistics": ("tensorflow", "jax"),
-}
+_BACKEND_LIMITED = {}  # none at present
 
 
 def _needs_tensorflow(test):

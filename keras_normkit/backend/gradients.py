@@ -1,4 +1,4 @@
-"""Gradients of the compiled loss on a batch, per layer: TensorFlow and JAX implementations.
+"""Gradients of the compiled loss on a batch, per layer: TensorFlow, JAX and PyTorch.
 
 `gradient_function(model, layers)` returns `f(x, y, sample_weight)`, which runs the model in inference mode on
 one batch, computes its loss with `model.compute_loss` (the compiled loss, a mean over the
@@ -9,14 +9,19 @@ to the layer's trainable weights, as NumPy arrays.
 - TensorFlow: one `tf.GradientTape` over the layers called one after the other (a
   Sequential model) or over a Functional model that also outputs the watched layers'
   outputs (a Functional model whose layers are each called once).
-- JAX: `jax.grad` of the loss as a function of the trainable values (through
-  `keras.StatelessScope`, so regularization losses see them too) and of zero perturbations
-  added to the watched layers' outputs, whose gradients are the gradients with respect to
-  those outputs. A Sequential model's layers are called one after the other; for a
-  Functional model, a copy of its graph sharing its layers is built once with
+- JAX and PyTorch: zero perturbations are added to the watched layers' outputs; the
+  gradient with respect to a perturbation is the gradient with respect to that output. A
+  Sequential model's layers are called one after the other; for a Functional model, a copy
+  of its graph sharing its layers is built once with
   `keras.models.clone_model(..., clone_function=lambda layer: layer, call_function=...)`,
   the call function adding the perturbation after each watched layer. A watched layer must
   be called once in the graph (a shared layer's output is ambiguous) and have one output.
+  Both backends share this runner (`_runner`); they differ in how they differentiate:
+- JAX: `jax.grad` of the loss as a function of the trainable values (through
+  `keras.StatelessScope`, so regularization losses see them too) and of the perturbations.
+- PyTorch: `torch.autograd.grad` of the loss with respect to the perturbations (zero
+  tensors with `requires_grad=True`, created during the forward pass) and the trainable
+  weights' `torch.nn.Parameter`s (`variable.value`); nothing is accumulated into `.grad`.
 """
 
 import keras
@@ -33,9 +38,11 @@ def gradient_function(model, layers):
     if backend == "tensorflow":
         return _tensorflow(model, layers)
     if backend == "jax":
-        return _jax(model, layers)
+        return _jax(model, layers, _runner(model, layers))
+    if backend == "torch":
+        return _torch(model, layers, _runner(model, layers))
     raise NotImplementedError(
-        f"Per-layer gradients are implemented for the TensorFlow and JAX backends. "
+        f"Per-layer gradients are implemented for the TensorFlow, JAX and PyTorch backends. "
         f"Received: backend={backend!r}"
     )
 
@@ -92,11 +99,27 @@ def _zeros_if_none(gradient, like):
     return _to_numpy(gradient)
 
 
-def _jax(model, layers):
+def _runner(model, layers):
+    """`run(x, perturb) -> (outputs, y_pred)`, `outputs` the watched layers' outputs by name,
+    each replaced by `perturb(layer_name, output)` before the rest of the model sees it."""
     if isinstance(model, keras.Sequential):
-        run = _sequential_runner(model, layers)
-    else:
-        run = _functional_runner(model, layers)
+        return _sequential_runner(model, layers)
+    return _functional_runner(model, layers)
+
+
+def _collect(layers, outputs, output_grads, weight_grads):
+    """The result: `output_grads` by layer name, `weight_grads` by `id` of the variable."""
+    return {
+        layer.name: {
+            "output": _to_numpy(outputs[layer.name]),
+            "output_grad": _to_numpy(output_grads[layer.name]),
+            "weight_grads": [_to_numpy(weight_grads[id(w)]) for w in layer.trainable_weights],
+        }
+        for layer in layers
+    }
+
+
+def _jax(model, layers, run):
     trainable = list(model.trainable_variables)
     others = [v for v in model.variables if not any(v is t for t in trainable)]
 
@@ -107,18 +130,18 @@ def _jax(model, layers):
 
 
 def _sequential_runner(model, layers):
-    """`run(x, perturbations) -> (outputs, y_pred)`: the layers called one after the other."""
+    """`run(x, perturb) -> (outputs, y_pred)`: the layers called one after the other."""
     watched = {layer.name for layer in layers}
     unknown = [layer.name for layer in layers if not any(layer is x for x in model.layers)]
     if unknown:
         raise ValueError(f"Layers {unknown} are not layers of the model {model.name!r}.")
 
-    def run(x, perturbations):
+    def run(x, perturb):
         h, outputs = x, {}
         for layer in model.layers:
             h = layer(h, training=False)
             if layer.name in watched:
-                h = h + perturbations[layer.name]
+                h = perturb(layer.name, h)
                 outputs[layer.name] = h
         return outputs, h
 
@@ -126,13 +149,13 @@ def _sequential_runner(model, layers):
 
 
 class _Feed:
-    """The perturbations added by the `_Perturb` layers of one probe model, while it runs."""
+    """`perturb(name, output)` of the `_Perturb` layers of one probe model, while it runs."""
 
-    values = None
+    perturb = None
 
 
 class _Perturb(keras.layers.Layer):
-    """Adds `feed.values[target]` (zeros, differentiated by `jax.grad`) to its input."""
+    """Returns `feed.perturb(target, inputs)`: its input plus a zero perturbation."""
 
     def __init__(self, target, feed, **kwargs):
         super().__init__(**kwargs)
@@ -140,17 +163,17 @@ class _Perturb(keras.layers.Layer):
         self._feed = feed
 
     def call(self, inputs):
-        values = self._feed.values
-        if values is None:  # symbolic build
+        perturb = self._feed.perturb
+        if perturb is None:  # symbolic build
             return inputs
-        return inputs + values[self.target]
+        return perturb(self.target, inputs)
 
     def compute_output_shape(self, input_shape):
         return input_shape
 
 
 def _functional_runner(model, layers):
-    """`run(x, perturbations) -> (outputs, y_pred)` for a Functional model.
+    """`run(x, perturb) -> (outputs, y_pred)` for a Functional model.
 
     A copy of the model's graph that shares its layers (`keras.models.clone_model` with
     `clone_function=lambda layer: layer`) is built once, with each watched layer's output
@@ -160,7 +183,7 @@ def _functional_runner(model, layers):
     """
     if not getattr(model, "inputs", None) or not getattr(model, "outputs", None):
         raise NotImplementedError(
-            "On the JAX backend, per-layer gradients need a keras.Sequential or Functional "
+            "On the JAX and PyTorch backends, per-layer gradients need a keras.Sequential or Functional "
             f"model (one with `inputs` and `outputs`). Received: {type(model).__name__}"
         )
     feed = _Feed()
@@ -191,16 +214,16 @@ def _functional_runner(model, layers):
     if missing:
         raise ValueError(
             f"Layers {missing} are not called in the graph of the model {model.name!r} "
-            "(input layers and layers of other models cannot be watched on JAX)."
+            "(input layers and layers of other models cannot be watched on JAX and PyTorch)."
         )
     probe = keras.Model(clone.input, [[tapped[layer.name] for layer in layers], clone.output])
 
-    def run(x, perturbations):
-        feed.values = perturbations
+    def run(x, perturb):
+        feed.perturb = perturb
         try:
             outputs, y_pred = probe(x, training=False)
         finally:
-            feed.values = None
+            feed.perturb = None
         return dict(zip([layer.name for layer in layers], outputs, strict=True)), y_pred
 
     return run
@@ -214,7 +237,7 @@ def _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight):
     def forward(values, perturbations):
         mapping = list(zip(trainable, values, strict=True)) + [(v, v.value) for v in others]
         with keras.StatelessScope(state_mapping=mapping):
-            outputs, y_pred = run(x, perturbations)
+            outputs, y_pred = run(x, lambda name, h: h + perturbations[name])
             loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
         return loss, outputs
 
@@ -226,11 +249,39 @@ def _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight):
         forward, argnums=(0, 1), has_aux=True
     )(values, zeros)
     by_id = {id(v): g for v, g in zip(trainable, value_grads, strict=True)}
-    return {
-        layer.name: {
-            "output": _to_numpy(outputs[layer.name]),
-            "output_grad": _to_numpy(output_grads[layer.name]),
-            "weight_grads": [_to_numpy(by_id[id(w)]) for w in layer.trainable_weights],
-        }
-        for layer in layers
-    }
+    return _collect(layers, outputs, output_grads, by_id)
+
+
+def _torch(model, layers, run):
+    import torch
+
+    weights = []  # the watched layers' trainable variables, each once
+    for layer in layers:
+        weights += [w for w in layer.trainable_weights if not any(w is v for v in weights)]
+
+    def gradients(x, y, sample_weight=None):
+        x = keras.tree.map_structure(keras.ops.convert_to_tensor, x)
+        perturbations = {}
+
+        def perturb(name, h):
+            perturbations[name] = torch.zeros_like(h, requires_grad=True)
+            return h + perturbations[name]
+
+        with torch.enable_grad():  # also when called under `torch.no_grad()`
+            outputs, y_pred = run(x, perturb)
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+            sources = [perturbations[layer.name] for layer in layers]
+            sources += [w.value for w in weights]
+            wanted = [t for t in sources if t.requires_grad]
+            found = (
+                torch.autograd.grad(loss, wanted, allow_unused=True) if loss.requires_grad else ()
+            )
+        by_id = {id(t): g for t, g in zip(wanted, found, strict=False)}
+        grads = [_zeros_if_none(by_id.get(id(t)), t) for t in sources]
+        names = [layer.name for layer in layers]
+        output_grads = dict(zip(names, grads[: len(layers)], strict=True))
+        weight_grads = {id(w): g for w, g in zip(weights, grads[len(layers) :], strict=True)}
+        outputs = {name: h.detach() for name, h in outputs.items()}
+        return _collect(layers, outputs, output_grads, weight_grads)
+
+    return gradients

@@ -56,9 +56,9 @@ class GradientStatistics(StatefulCallback):
     as `"{layer_name}/{stat}"` (NaN between records). Vanishing gradients show as
     `output_grad_std` shrinking toward the input layers; exploding ones as a growing
     `grad_norm`. The history is saved by `keras_normkit.callbacks.BackupAndRestore`.
-    `keras_normkit.plotting.plot_gradient_statistics` draws it. TensorFlow and JAX backends,
-    Sequential and Functional models (on JAX, a watched layer of a Functional model must be
-    called once in its graph and have one output).
+    `keras_normkit.plotting.plot_gradient_statistics` draws it. TensorFlow, JAX and PyTorch
+    backends, Sequential and Functional models (on JAX and PyTorch, a watched layer of a
+    Functional model must be called once in its graph and have one output).
 
     Args:
         probe_data: `(x, y)` or `(x, y, sample_weight)`, one batch evaluated in one call.

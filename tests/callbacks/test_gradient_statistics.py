@@ -1,4 +1,5 @@
-"""GradientStatistics: against a direct GradientTape, analytic gradients, Glorot & Bengio."""
+"""GradientStatistics: against a direct GradientTape / torch.autograd, analytic gradients,
+Glorot & Bengio."""
 
 import inspect
 import math
@@ -260,9 +261,8 @@ def numpy_chain_rule(model, x, y, w, regularization=0.01):
     }
 
 
-@pytest.mark.skipif(keras.backend.backend() == "torch", reason="no per-layer gradients on torch")
 def test_functional_model_with_a_skip_connection_matches_the_chain_rule():
-    """TensorFlow and JAX: a Functional model (a skip connection, an L2 penalty) by hand."""
+    """Every backend: a Functional model (a skip connection, an L2 penalty) by hand."""
     from keras_normkit.backend.gradients import gradient_function
 
     x, _, w = probe_batch()
@@ -293,8 +293,7 @@ def test_functional_model_with_a_skip_connection_matches_the_chain_rule():
     assert [layer.name for layer in rebuilt.layers] == [layer.name for layer in model.layers]
 
 
-@pytest.mark.skipif(keras.backend.backend() == "torch", reason="no per-layer gradients on torch")
-def test_a_shared_layer_cannot_be_watched_on_jax():
+def test_a_shared_layer_cannot_be_watched_on_jax_and_torch():
     from keras_normkit.backend.gradients import gradient_function
 
     inputs = keras.Input((3,))
@@ -302,8 +301,56 @@ def test_a_shared_layer_cannot_be_watched_on_jax():
     out = keras.layers.Dense(1, name="out")(shared(shared(inputs)))
     model = keras.Model(inputs, out)
     model.compile("sgd", loss="mse")
-    if keras.backend.backend() != "jax":
-        pytest.skip("the JAX implementation's error")
+    if keras.backend.backend() not in ("jax", "torch"):
+        pytest.skip("the error of the JAX and PyTorch implementation")
     with pytest.raises(ValueError, match="'shared' is called more than once"):
         gradient_function(model, [model.get_layer("shared")])
     gradient_function(model, [model.get_layer("out")])  # the other layers can be watched
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="a direct torch.autograd reference")
+def test_torch_gradients_equal_a_direct_autograd_computation_without_side_effects():
+    """PyTorch: the layers applied one by one, `retain_grad` on each output, `loss.backward()`
+    on a copy of the weights; the model's parameters' `.grad` and flags are left alone."""
+    import torch
+
+    from keras_normkit.backend.gradients import gradient_function
+
+    x, y, w = probe_batch()
+    model = small_model()
+    params = [v.value for v in model.trainable_variables]
+    assert all(isinstance(p, torch.nn.Parameter) for p in params)
+    gradient_function(model, model.layers)(x, y, w)
+    assert all(p.grad is None and p.requires_grad for p in params)  # nothing accumulated
+    model.fit(x, y, epochs=1, batch_size=16, verbose=0)  # away from the initialization
+    params = [v.value for v in model.trainable_variables]
+    before = [p.grad.clone() for p in params]  # the trainer's last step leaves its `.grad`
+    with torch.no_grad():  # the computation enables gradients itself
+        computed = gradient_function(model, model.layers)(x, y, w)
+    for p, grad in zip(params, before, strict=True):
+        torch.testing.assert_close(p.grad, grad, rtol=0, atol=0)
+    # The reference: a copy of the weights as leaf tensors, the weighted mse written out.
+    h, outputs, leaves = torch.tensor(x), {}, {}
+    for layer in model.layers:
+        kernel, bias = (torch.tensor(v, requires_grad=True) for v in layer.get_weights())
+        leaves[layer.name] = (kernel, bias)
+        h = h @ kernel + bias
+        h = {"tanh": torch.tanh, "sigmoid": torch.sigmoid}.get(layer.name, lambda t: t)(h)
+        h.retain_grad()
+        outputs[layer.name] = h
+    loss = (torch.mean((h - torch.tensor(y)) ** 2, dim=-1) * torch.tensor(w)).sum() / len(x)
+    loss.backward()
+    for layer in model.layers:
+        got = computed[layer.name]
+        want = outputs[layer.name]
+        np.testing.assert_allclose(got["output"], want.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["output_grad"], want.grad.numpy(), rtol=1e-5, atol=1e-9)
+        for g, leaf in zip(got["weight_grads"], leaves[layer.name], strict=True):
+            np.testing.assert_allclose(g, leaf.grad.numpy(), rtol=1e-5, atol=1e-9)
+    # Nothing else changed: no optimizer variables, the same compiled loss, the modules'
+    # training flags.
+    n_optimizer, loss_fn = len(model.optimizer.variables), model.loss
+    flags = [module.training for module in model.modules()]
+    gradient_function(model, [model.get_layer("out")])(x, y)
+    assert len(model.optimizer.variables) == n_optimizer and model.loss is loss_fn
+    assert [module.training for module in model.modules()] == flags
