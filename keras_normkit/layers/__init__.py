@@ -3,14 +3,9 @@
 from keras_normkit.layers.alpha_dropout import AlphaDropout
 from keras_normkit.layers.convex_combination import ConvexCombination
 from keras_normkit.layers.fast_weights import FastWeightsRNN, FastWeightsRNNCell
-from keras_normkit.layers.layer_norm_rnn import (
-    LayerNormGRU,
-    LayerNormGRUCell,
-    LayerNormLSTM,
-    LayerNormLSTMCell,
-    LayerNormSimpleRNN,
-    LayerNormSimpleRNNCell,
-)
+from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
+from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
+from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
 from keras_normkit.layers.selu import SELU

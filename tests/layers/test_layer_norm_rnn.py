@@ -1,6 +1,17 @@
-"""Layer-normalized RNN cells and layers: NumPy references, conformance, drop-in, bad input."""
+"""Layer-normalized RNN cells and layers: what the three families share.
 
+NumPy references of the three cells (imported by the family test files
+`test_layer_norm_simple_rnn.py`, `test_layer_norm_lstm.py`, `test_layer_norm_gru.py`),
+tests run over every family (the shared cell and layer bases of
+`keras_normkit/layers/_layer_norm_rnn_base.py`: references, masks, dropout, drop-in,
+statefulness, XLA, mixed precision, bad input), and the public import paths and saved
+files of the `keras_normkit.layers.layer_norm_rnn` module the families were split from.
+"""
+
+import importlib
 import inspect
+import json
+import zipfile
 
 import keras
 import numpy as np
@@ -8,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import keras_normkit.layers
 from keras_normkit.layers import (
     LayerNormGRU,
     LayerNormGRUCell,
@@ -16,7 +28,6 @@ from keras_normkit.layers import (
     LayerNormSimpleRNN,
     LayerNormSimpleRNNCell,
 )
-from tests.conformance import LayerConformanceTestCase
 from tests.conftest import requires_xla
 
 EPS = 1e-3
@@ -188,21 +199,6 @@ def test_layer_equals_rnn_of_its_cell(layer_cls, kwargs):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), expected, atol=2e-5)
 
 
-def test_lstm_carry_differs_between_modes():
-    """Same weights: the two LSTM variants agree at t=1 and diverge after (state differs)."""
-    x = _inputs(steps=4)
-    results = []
-    for carry in (False, True):
-        rnn = keras.layers.RNN(
-            LayerNormLSTMCell(5, carry_normalized_state=carry), return_sequences=True
-        )
-        rnn.build(x.shape)
-        randomize(rnn)
-        results.append(keras.ops.convert_to_numpy(rnn(x)))
-    np.testing.assert_allclose(results[0][:, 0], results[1][:, 0], atol=1e-6)
-    assert np.abs(results[0][:, 1:] - results[1][:, 1:]).max() > 1e-3
-
-
 @pytest.mark.parametrize("cell_cls", [LayerNormSimpleRNNCell, LayerNormLSTMCell, LayerNormGRUCell])
 def test_dropout_masks_apply_to_inputs_and_state(cell_cls):
     """Training with dropout = the NumPy step on (x * input mask, h * recurrent mask)."""
@@ -237,19 +233,6 @@ def test_dropout_masks_apply_to_inputs_and_state(cell_cls):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(h_inf), expected_inf, atol=2e-5)
 
 
-@settings(max_examples=6)
-@given(scale=st.floats(0.05, 50.0), seed=st.integers(0, 2**16))
-def test_lstm_invariant_to_input_rescaling(scale, seed):
-    """LN_x makes the cell blind to the scale of W x: outputs(a * x) == outputs(x), a > 0."""
-    x = _inputs(steps=3, seed=seed)
-    rnn = LayerNormLSTM(4, norm_epsilon=1e-9, return_sequences=True)
-    rnn.build(x.shape)
-    randomize(rnn, seed)
-    y1 = keras.ops.convert_to_numpy(rnn(x))
-    y2 = keras.ops.convert_to_numpy(rnn(x * np.float32(scale)))
-    np.testing.assert_allclose(y2, y1, atol=2e-4)
-
-
 @settings(max_examples=4)
 @given(data=st.data())
 def test_examples_are_normalized_independently(data):
@@ -263,81 +246,6 @@ def test_examples_are_normalized_independently(data):
     index = data.draw(st.integers(0, 3))
     alone = keras.ops.convert_to_numpy(layer(x[index : index + 1]))
     np.testing.assert_allclose(alone[0], batched[index], atol=1e-5)
-
-
-# --------------------------------------------------------------------------------------
-# Conformance (RNN + Bidirectional for cells; the convenience layers on their own).
-# --------------------------------------------------------------------------------------
-
-
-class CellConformanceTest(LayerConformanceTestCase):
-    def test_simple_rnn_cell(self):
-        self.run_cell_conformance_test(
-            LayerNormSimpleRNNCell,
-            {"units": 3, "dropout": 0.1, "recurrent_dropout": 0.1, "seed": 1},
-            input_shape=(2, 4, 3),
-            expected_output_shape=(2, 3),
-            supports_masking=True,
-            expected_num_trainable_weights=5,
-            atol=1e-5,
-        )
-
-    def test_lstm_cell(self):
-        self.run_cell_conformance_test(
-            LayerNormLSTMCell,
-            {"units": 3, "dropout": 0.1, "recurrent_dropout": 0.1, "seed": 1},
-            input_shape=(2, 4, 3),
-            rnn_kwargs={"return_sequences": True},
-            expected_output_shape=(2, 4, 3),
-            supports_masking=True,
-            expected_num_trainable_weights=9,
-            atol=1e-5,
-        )
-
-    def test_gru_cell(self):
-        self.run_cell_conformance_test(
-            LayerNormGRUCell,
-            {"units": 3, "reset_after": False},
-            input_shape=(2, 4, 3),
-            expected_output_shape=(2, 3),
-            supports_masking=True,
-            expected_num_trainable_weights=9,
-            atol=1e-5,
-        )
-
-
-class LayerConformanceTest(LayerConformanceTestCase):
-    def test_lstm_layer(self):
-        self.run_conformance_test(
-            LayerNormLSTM,
-            {"units": 3, "return_sequences": True, "carry_normalized_state": True},
-            input_shape=(2, 4, 3),
-            expected_output_shape=(2, 4, 3),
-            supports_masking=True,
-            dynamic_axes=(1,),
-            atol=1e-5,
-        )
-
-    def test_gru_layer(self):
-        self.run_conformance_test(
-            LayerNormGRU,
-            {"units": 3, "dropout": 0.2, "seed": 2},
-            input_shape=(2, 4, 3),
-            expected_output_shape=(2, 3),
-            supports_masking=True,
-            dynamic_axes=(1,),
-            atol=1e-5,
-        )
-
-    def test_simple_rnn_layer(self):
-        self.run_conformance_test(
-            LayerNormSimpleRNN,
-            {"units": 3, "go_backwards": True},
-            input_shape=(2, 4, 3),
-            expected_output_shape=(2, 3),
-            supports_masking=True,
-            atol=1e-5,
-        )
 
 
 # --------------------------------------------------------------------------------------
@@ -383,15 +291,6 @@ def _check_drop_in(ours, theirs):
     ours_shapes = {w.name: tuple(w.shape) for w in ours_layer.weights if w.name in names}
     ref_shapes = {w.name: tuple(w.shape) for w in ref.weights}
     assert ours_shapes == ref_shapes
-
-
-def test_lstm_forget_bias_initialized_like_keras():
-    cell = LayerNormLSTMCell(3)
-    cell.build((None, 2))
-    ref = keras.layers.LSTMCell(3)
-    ref.build((None, 2))
-    np.testing.assert_array_equal(_w(cell.bias), _w(ref.bias))
-    assert _w(cell.bias)[3:6].tolist() == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("cls", [LayerNormLSTM, LayerNormGRU])
@@ -482,6 +381,7 @@ def test_bad_arguments():
 # formulas written independently in NumPy, weights created in TF-Addons' layout and ported
 # with the recipe of the docstrings and the README.
 # ---------------------------------------------------------------------------------------
+# The helpers both recipes use; the recipes are in the family test files.
 
 
 def _tfa_layer_norm(x, gamma, beta, epsilon):
@@ -492,91 +392,90 @@ def _tfa_layer_norm(x, gamma, beta, epsilon):
     return out if beta is None else out + beta
 
 
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _tfa_simple_rnn(x, kernel, recurrent_kernel, bias, gamma):
-    """tfa.rnn.LayerNormSimpleRNNCell: y = tanh(ln(x W + y U) + b), ln without a shift."""
-    h = np.zeros((x.shape[0], kernel.shape[1]))
-    outputs = []
-    for t in range(x.shape[1]):
-        net = x[:, t] @ kernel + h @ recurrent_kernel
-        h = np.tanh(_tfa_layer_norm(net, gamma, None, 1e-5) + bias)
-        outputs.append(h)
-    return np.stack(outputs, 1), h
-
-
-def _tfa_lstm(x, weights):
-    """tfa.rnn.LayerNormLSTMCell: normalized gates, bias after the norms, LN(c) carried."""
-    kernel, recurrent_kernel, bias, gk, bk, gr, br, gs, bs = weights
-    units = recurrent_kernel.shape[0]
-    h = np.zeros((x.shape[0], units))
-    c = np.zeros((x.shape[0], units))
-    outputs = []
-    for t in range(x.shape[1]):
-        z = _tfa_layer_norm(x[:, t] @ kernel, gk, bk, 1e-3)
-        z = z + _tfa_layer_norm(h @ recurrent_kernel, gr, br, 1e-3) + bias
-        z_i, z_f, z_c, z_o = np.split(z, 4, axis=1)
-        c = _sigmoid(z_f) * c + _sigmoid(z_i) * np.tanh(z_c)
-        c = _tfa_layer_norm(c, gs, bs, 1e-3)
-        h = _sigmoid(z_o) * np.tanh(c)
-        outputs.append(h)
-    return np.stack(outputs, 1), h, c
-
-
 def _tfa_weights(rng, shapes):
     return [rng.normal(scale=0.5, size=shape) for shape in shapes]
 
 
-def test_tf_addons_simple_rnn_cell_recipe():
-    rng = np.random.default_rng(0)
-    units, features, steps = 5, 3, 7
-    x = rng.normal(size=(4, steps, features))
-    # TF-Addons' layout: [kernel, recurrent_kernel, bias, gamma] (its LN has no beta).
-    tfa = _tfa_weights(rng, [(features, units), (units, units), (units,), (units,)])
-    tfa[3] = 1.0 + tfa[3]  # a gain away from 1
-    expected, expected_h = _tfa_simple_rnn(x, *tfa)
+# --------------------------------------------------------------------------------------
+# Public import paths and saved files: `layer_norm_rnn.py` was split into one module per
+# family; every old path still works and `.keras` files written before still load.
+# --------------------------------------------------------------------------------------
 
-    cell = LayerNormSimpleRNNCell(units, norm_epsilon=1e-5)
-    rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
-    rnn.build((None, steps, features))
-    cell.set_weights([w.astype("float32") for w in tfa] + [np.zeros(units, "float32")])
-    outputs, h = (keras.ops.convert_to_numpy(t) for t in rnn(x.astype("float32")))
-    np.testing.assert_allclose(outputs, expected, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(h, expected_h, atol=1e-6, rtol=0)
-    # With Keras's default epsilon (1e-3) the outputs differ: the epsilon matters.
-    default = LayerNormSimpleRNNCell(units)
-    other = keras.layers.RNN(default, return_sequences=True)
-    other.build((None, steps, features))
-    default.set_weights(cell.get_weights())
-    assert np.abs(keras.ops.convert_to_numpy(other(x.astype("float32"))) - expected).max() > 1e-5
+FAMILY_MODULES = {
+    "LayerNormSimpleRNNCell": "keras_normkit.layers.layer_norm_simple_rnn",
+    "LayerNormSimpleRNN": "keras_normkit.layers.layer_norm_simple_rnn",
+    "LayerNormLSTMCell": "keras_normkit.layers.layer_norm_lstm",
+    "LayerNormLSTM": "keras_normkit.layers.layer_norm_lstm",
+    "LayerNormGRUCell": "keras_normkit.layers.layer_norm_gru",
+    "LayerNormGRU": "keras_normkit.layers.layer_norm_gru",
+}
 
 
-def test_tf_addons_lstm_cell_recipe():
-    rng = np.random.default_rng(1)
-    units, features, steps = 4, 3, 6
-    x = rng.normal(size=(5, steps, features))
-    # TF-Addons' layout: kernel, recurrent_kernel, bias, then (gamma, beta) of kernel_norm,
-    # recurrent_norm and state_norm.
-    shapes = [(features, 4 * units), (units, 4 * units), (4 * units,)]
-    shapes += [(4 * units,)] * 4 + [(units,)] * 2
-    tfa = _tfa_weights(rng, shapes)
-    for i in (3, 5, 7):
-        tfa[i] = 1.0 + tfa[i]  # gains around 1
-    expected, expected_h, expected_c = _tfa_lstm(x, tfa)
+@pytest.mark.parametrize("name,module", FAMILY_MODULES.items(), ids=list(FAMILY_MODULES))
+def test_public_import_paths_and_registered_names(name, module):
+    """The package, the original module and the family module give the same class, which
+    keeps its registered name."""
+    cls = getattr(keras_normkit.layers, name)
+    assert name in keras_normkit.layers.__all__
+    old = importlib.import_module("keras_normkit.layers.layer_norm_rnn")
+    assert name in old.__all__
+    assert getattr(old, name) is cls
+    assert getattr(importlib.import_module(module), name) is cls
+    assert cls.__module__ == module
+    assert keras.saving.get_registered_name(cls) == f"keras_normkit>{name}"
+    assert keras.saving.get_registered_object(f"keras_normkit>{name}") is cls
 
-    cell = LayerNormLSTMCell(units, carry_normalized_state=True)
-    rnn = keras.layers.RNN(cell, return_sequences=True, return_state=True)
-    rnn.build((None, steps, features))
-    cell.set_weights([w.astype("float32") for w in tfa])
-    outputs, h, c = (keras.ops.convert_to_numpy(t) for t in rnn(x.astype("float32")))
-    np.testing.assert_allclose(outputs, expected, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(h, expected_h, atol=1e-6, rtol=0)
-    np.testing.assert_allclose(c, expected_c, atol=1e-6, rtol=0)
-    # Without carry_normalized_state (the paper's form) the outputs differ from TF-Addons'.
-    paper = LayerNormLSTMCell(units)
-    other = keras.layers.RNN(paper, return_sequences=True)
-    other.build((None, steps, features))
-    paper.set_weights(cell.get_weights())
-    assert np.abs(keras.ops.convert_to_numpy(other(x.astype("float32"))) - expected).max() > 1e-4
+
+def _with_module_paths(path, new_path, module):
+    """Copy the `.keras` file `path` to `new_path`, every family module replaced by `module`."""
+    with zipfile.ZipFile(path) as source:
+        entries = {info: source.read(info.filename) for info in source.infolist()}
+    replaced = 0
+    with zipfile.ZipFile(new_path, "w") as target:
+        for info, data in entries.items():
+            if info.filename == "config.json":
+                text = data.decode("utf-8")
+                for family in sorted(set(FAMILY_MODULES.values())):
+                    replaced += text.count(json.dumps(family))
+                    text = text.replace(json.dumps(family), json.dumps(module))
+                data = text.encode("utf-8")
+            target.writestr(info, data)
+    return replaced
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["keras_normkit.layers.layer_norm_rnn", "keras_normkit.layers.no_such_module"],
+    ids=["old_module", "missing_module"],
+)
+def test_saved_with_another_module_path_loads(module, tmp_path):
+    """A `.keras` file written before the split names `layer_norm_rnn` as the module of all
+    six classes. Keras finds a registered class by its registered name
+    (`keras_normkit>LayerNormLSTMCell`, ...), not by its module: such a file loads, and so
+    does one naming a module that does not exist."""
+    x = _inputs(steps=4)
+    model = keras.Sequential(
+        [
+            keras.Input((4, 4)),
+            LayerNormSimpleRNN(3, return_sequences=True),
+            LayerNormLSTM(3, return_sequences=True),
+            LayerNormGRU(3, return_sequences=True, reset_after=False),
+            *(
+                keras.layers.RNN(cell, return_sequences=True)
+                for cell in (LayerNormSimpleRNNCell(3), LayerNormLSTMCell(3), LayerNormGRUCell(3))
+            ),
+        ]
+    )
+    randomize(model)
+    expected = keras.ops.convert_to_numpy(model(x))
+    model.save(tmp_path / "new.keras")
+    # One module entry per layer and per cell: the layers' configs have no nested cell.
+    assert _with_module_paths(tmp_path / "new.keras", tmp_path / "old.keras", module) == 6
+    loaded = keras.models.load_model(tmp_path / "old.keras")
+    assert [type(layer) for layer in loaded.layers] == [type(layer) for layer in model.layers]
+    assert [type(layer.cell) for layer in loaded.layers[-3:]] == [
+        LayerNormSimpleRNNCell,
+        LayerNormLSTMCell,
+        LayerNormGRUCell,
+    ]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), expected, atol=1e-6)

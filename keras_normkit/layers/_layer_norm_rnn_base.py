@@ -1,0 +1,251 @@
+"""The shared piece of the layer-normalized RNNs (Ba, Kiros & Hinton, 2016).
+
+`_LayerNormCellBase` holds what the three cells (`LayerNormSimpleRNNCell` in
+`layer_norm_simple_rnn`, `LayerNormLSTMCell` in `layer_norm_lstm`, `LayerNormGRUCell` in
+`layer_norm_gru`) share: the constructor arguments of Keras's `SimpleRNNCell`, `LSTMCell`
+and `GRUCell` plus the norm settings, the weights `kernel` (W) and `recurrent_kernel` (U)
+of `_num_blocks * units` columns in Keras's gate order, the optional `bias`, the
+`keras.layers.LayerNormalization` sublayers, the dropout masks and the config. Each cell
+normalizes pre-activations with
+
+    LN(a) = gamma * (a - mean(a)) / sqrt(var(a) + norm_epsilon) + beta,
+
+mean and variance over the features of one example (never over the batch), and writes its
+own step (`_project_inputs`, the state-free part, then `_recurrent_step`).
+`_LayerNormRNNBase` is the `keras.layers.RNN` around one such cell, built from the
+constructor arguments, that `LayerNormSimpleRNN`, `LayerNormLSTM` and `LayerNormGRU`
+specialize.
+
+Dropout: like Keras's fused implementation (`implementation=2`), each cell samples one
+input mask and one recurrent mask per batch (Keras's `DropoutRNNCell` API, so the masks
+are the same at every time step); Keras's cells switch to one mask per gate when
+`recurrent_dropout > 0`, which would need one normalization per gate here.
+
+Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
+"""
+
+import inspect
+
+import keras
+from keras import activations, constraints, initializers, ops, regularizers
+
+from keras_normkit._validation import check_int, check_number, check_seed
+
+# Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
+# `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
+from keras_normkit.backend.keras_compat import DropoutRNNCell
+
+
+class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
+    """Shared constructor, weights, normalization sublayers and config of the cells."""
+
+    _num_blocks = 1  # gates per cell: 1 (SimpleRNN), 4 (LSTM), 3 (GRU)
+
+    def __init__(
+        self,
+        units,
+        activation="tanh",
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        recurrent_regularizer=None,
+        bias_regularizer=None,
+        kernel_constraint=None,
+        recurrent_constraint=None,
+        bias_constraint=None,
+        dropout=0.0,
+        recurrent_dropout=0.0,
+        seed=None,
+        norm_epsilon=1e-3,
+        norm_gamma_initializer="ones",
+        norm_beta_initializer="zeros",
+        **kwargs,
+    ):
+        self.units = check_int("units", units, 1)
+        super().__init__(**kwargs)
+        self.activation = activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.recurrent_initializer = initializers.get(recurrent_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.kernel_regularizer = regularizers.get(kernel_regularizer)
+        self.recurrent_regularizer = regularizers.get(recurrent_regularizer)
+        self.bias_regularizer = regularizers.get(bias_regularizer)
+        self.kernel_constraint = constraints.get(kernel_constraint)
+        self.recurrent_constraint = constraints.get(recurrent_constraint)
+        self.bias_constraint = constraints.get(bias_constraint)
+        self.dropout = check_number("dropout", dropout, 0.0, 1.0, strict_maximum=True)
+        self.recurrent_dropout = check_number(
+            "recurrent_dropout", recurrent_dropout, 0.0, 1.0, strict_maximum=True
+        )
+        self.seed = check_seed(seed)
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.norm_epsilon = check_number("norm_epsilon", norm_epsilon, 0.0, strict_minimum=True)
+        self.norm_gamma_initializer = initializers.get(norm_gamma_initializer)
+        self.norm_beta_initializer = initializers.get(norm_beta_initializer)
+        self.state_size = self.units
+        self.output_size = self.units
+
+    def _make_norm(self, name):
+        """A Keras `LayerNormalization` over the last axis with the cell's norm settings."""
+        return keras.layers.LayerNormalization(
+            axis=-1,
+            epsilon=self.norm_epsilon,
+            gamma_initializer=self.norm_gamma_initializer,
+            beta_initializer=self.norm_beta_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _build_kernels(self, input_dim):
+        width = self._num_blocks * self.units
+        self.kernel = self.add_weight(
+            shape=(input_dim, width),
+            name="kernel",
+            initializer=self.kernel_initializer,
+            regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint,
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, width),
+            name="recurrent_kernel",
+            initializer=self.recurrent_initializer,
+            regularizer=self.recurrent_regularizer,
+            constraint=self.recurrent_constraint,
+        )
+
+    def _add_bias(self, shape, initializer=None):
+        if not self.use_bias:
+            return None
+        return self.add_weight(
+            shape=shape,
+            name="bias",
+            initializer=initializer or self.bias_initializer,
+            regularizer=self.bias_regularizer,
+            constraint=self.bias_constraint,
+        )
+
+    def _dropped_inputs(self, inputs, training):
+        if training and self.dropout > 0:
+            return inputs * self.get_dropout_mask(inputs)
+        return inputs
+
+    def _dropped_state(self, h_tm1, training):
+        if training and self.recurrent_dropout > 0:
+            return h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
+        return h_tm1
+
+    def _project_inputs(self, inputs, training):
+        """The part of a step that does not depend on the state."""
+        raise NotImplementedError
+
+    def _recurrent_step(self, projected, states, training):
+        raise NotImplementedError
+
+    def call(self, inputs, states, training=False):
+        return self._recurrent_step(self._project_inputs(inputs, training), states, training)
+
+    def get_initial_state(self, batch_size=None):
+        sizes = self.state_size if isinstance(self.state_size, list) else [self.state_size]
+        return [ops.zeros((batch_size, d), dtype=self.compute_dtype) for d in sizes]
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "activation": activations.serialize(self.activation),
+            "use_bias": self.use_bias,
+            "kernel_initializer": initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": initializers.serialize(self.recurrent_initializer),
+            "bias_initializer": initializers.serialize(self.bias_initializer),
+            "kernel_regularizer": regularizers.serialize(self.kernel_regularizer),
+            "recurrent_regularizer": regularizers.serialize(self.recurrent_regularizer),
+            "bias_regularizer": regularizers.serialize(self.bias_regularizer),
+            "kernel_constraint": constraints.serialize(self.kernel_constraint),
+            "recurrent_constraint": constraints.serialize(self.recurrent_constraint),
+            "bias_constraint": constraints.serialize(self.bias_constraint),
+            "dropout": self.dropout,
+            "recurrent_dropout": self.recurrent_dropout,
+            "seed": self.seed,
+            "norm_epsilon": self.norm_epsilon,
+            "norm_gamma_initializer": initializers.serialize(self.norm_gamma_initializer),
+            "norm_beta_initializer": initializers.serialize(self.norm_beta_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+# --------------------------------------------------------------------------------------
+# Convenience layers: `keras.layers.RNN` around one cell, like `keras.layers.LSTM`.
+# --------------------------------------------------------------------------------------
+
+_BASE_LAYER_KEYS = ("name", "trainable", "dtype")
+
+
+class _LayerNormRNNBase(keras.layers.RNN):
+    """`keras.layers.RNN` over a layer-normalized cell built from the constructor args."""
+
+    _cell_class = None
+    _cell_name = None
+
+    def __init__(
+        self,
+        units,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        unroll=False,
+        **kwargs,
+    ):
+        cell_kwargs = {
+            key: kwargs.pop(key)
+            for key in list(kwargs)
+            if key in self._cell_arguments() and key not in _BASE_LAYER_KEYS
+        }
+        cell = self._cell_class(
+            units,
+            dtype=kwargs.get("dtype"),
+            trainable=kwargs.get("trainable", True),
+            name=self._cell_name,
+            **cell_kwargs,
+        )
+        super().__init__(
+            cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            stateful=stateful,
+            unroll=unroll,
+            **kwargs,
+        )
+        self.input_spec = keras.layers.InputSpec(ndim=3)
+
+    @classmethod
+    def _cell_arguments(cls):
+        """Names of the cell's constructor arguments (its own and its base class's)."""
+        names = set()
+        for klass in cls._cell_class.__mro__:
+            if issubclass(klass, _LayerNormCellBase):
+                names.update(inspect.signature(klass.__init__).parameters)
+        return names - {"self", "units", "kwargs"}
+
+    def call(self, sequences, initial_state=None, mask=None, training=False):
+        return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
+
+    @property
+    def units(self):
+        return self.cell.units
+
+    def get_config(self):
+        cell_config = self.cell.get_config()
+        for key in _BASE_LAYER_KEYS:
+            cell_config.pop(key, None)
+        config = super().get_config()
+        del config["cell"]
+        config["activity_regularizer"] = regularizers.serialize(self.activity_regularizer)
+        return {**config, **cell_config}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
