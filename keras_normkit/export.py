@@ -13,6 +13,7 @@ import tempfile
 import keras
 
 from keras_normkit._validation import check_bool
+from keras_normkit.backend import keras_compat
 from keras_normkit.backend.optional import import_tensorflow
 
 __all__ = ["export_saved_model", "convert_to_tflite"]
@@ -75,10 +76,8 @@ def export_saved_model(model, path, input_signature=None, signature_name="servin
             "`signature_name` must be a Python identifier. "
             f"Received: signature_name={signature_name!r}"
         )
-    from keras.src.export.export_utils import get_input_signature
-
     if input_signature is None:
-        input_signature = get_input_signature(model)
+        input_signature = keras_compat.export_input_signature(model)
     archive = keras.export.ExportArchive()
     archive.track(model)
     function = archive.add_endpoint("serve", model.__call__, input_signature)
@@ -171,7 +170,7 @@ def _describe_conversion_failure(
     """Name the unconvertible ops and the layers they come from, from the converter's log."""
     ops = sorted(set(re.findall(r"'tf\.([A-Za-z0-9]+)' op (?:is neither|requires)", message)))
     ops = ops or sorted(set(re.findall(r"\btf\.([A-Z][A-Za-z0-9]+)\(", message)))
-    layer_names = {layer.name for layer in model._flatten_layers(include_self=False)}
+    layer_names = {layer.name for layer in keras_compat.nested_layers(model)}
     layers = set()
     # Locations look like fused["Erfinv:", "sequential_1/my_layer_1/erfinv/Erfinv@..."].
     for op, location in re.findall(r'fused\["(\w+):", "([^"@]+)', message):

@@ -48,3 +48,107 @@ def backend_rnn(step_function, inputs, initial_states, **kwargs):
     from keras.src import backend
 
     return backend.rnn(step_function, inputs, initial_states, **kwargs)
+
+
+__all__ += [
+    "export_input_signature",
+    "metric_direction",
+    "nested_layers",
+    "optimizer_iterations_variable",
+    "optimizer_learning_rate",
+    "track_optimizer_variable",
+    "untrack_optimizer_variable",
+]
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+def optimizer_learning_rate(optimizer):
+    """The object `optimizer` holds as its learning rate, not its value at the current step.
+
+    A `keras.Variable` for a float learning rate, the `LearningRateSchedule` it was given,
+    or a callable. (Replacing a schedule by another goes through the public setter,
+    `optimizer.learning_rate = schedule`.)
+    """
+    # No public equivalent: the public `optimizer.learning_rate` evaluates a schedule at the
+    # optimizer's step (it returns a tensor), so it cannot tell which schedule object the
+    # optimizer holds; that object lives only in the private `_learning_rate`.
+    return optimizer._learning_rate
+
+
+def optimizer_iterations_variable(optimizer):
+    """The `keras.Variable` that counts the optimizer's steps (one of `optimizer.variables`)."""
+    # No public equivalent for the variable itself: the public `optimizer.iterations` returns
+    # it only without gradient accumulation; with `gradient_accumulation_steps` it returns
+    # `iterations // steps`, a tensor computed from the private `_iterations` counter, which
+    # cannot be recognised among `optimizer.variables`.
+    return optimizer._iterations
+
+
+def _holds_variable(optimizer, variable):
+    return any(v is variable for v in optimizer.variables)
+
+
+def track_optimizer_variable(optimizer, variable):
+    """Make an existing `variable` one of `optimizer.variables`; `True` if it was not already.
+
+    A tracked variable is part of the optimizer's state: saved with it (weights checkpoints,
+    `.keras` files) and, on JAX, threaded through the functional train step.
+    """
+    if _holds_variable(optimizer, variable):
+        return False
+    # No public equivalent: `optimizer.add_variable` only creates new variables. A variable
+    # owned elsewhere (the multiplier of a `schedules.Scaled`, which must stay in the
+    # schedule's config) is added through the optimizer's private tracker, as Keras does
+    # for its own learning-rate variable.
+    optimizer._track_variable(variable)
+    return True
+
+
+def untrack_optimizer_variable(optimizer, variable):
+    """Remove `variable` from `optimizer.variables`; `True` if it was there."""
+    if not _holds_variable(optimizer, variable):
+        return False
+    # No public equivalent: Keras itself untracks its learning-rate variable through the
+    # private tracker when a schedule replaces it; no public method removes a variable.
+    optimizer._tracker.untrack(variable)
+    return True
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def metric_direction(metric):
+    """`"up"` if larger values of `metric` are better, `"down"` if smaller, `None` if unsaid."""
+    # No public equivalent: a Keras metric declares its direction only in the private
+    # `_direction` attribute (e.g. `"up"` for accuracy, AUC, F1); Keras's own monitoring
+    # callbacks read it for `mode="auto"`, and ours follow the same rule.
+    direction = getattr(metric, "_direction", None)
+    return direction if direction in ("up", "down") else None
+
+
+# --------------------------------------------------------------------------- models
+
+
+def export_input_signature(model):
+    """The input signature `model.export()` infers for a built `keras.Model`.
+
+    A list of `keras.InputSpec` structures (one per positional argument of the model's
+    call): the symbolic inputs' structure for a Functional model, `model.inputs` for a
+    `Sequential`, and the shapes the model was built with for a subclassed model.
+    """
+    # No public equivalent: `model.export()` computes this signature internally (with the
+    # subclassed-model case from private build shapes) but does not return it, and
+    # `keras.export.ExportArchive.add_endpoint` needs one to add a named endpoint.
+    from keras.src.export.export_utils import get_input_signature
+
+    return get_input_signature(model)
+
+
+def nested_layers(layer):
+    """Every layer nested in `layer`, recursively, without `layer` itself."""
+    # No public equivalent: `model.layers` lists only a model's direct children, and layers
+    # held as attributes of a custom layer appear in no public list; Keras walks them with
+    # the private `_flatten_layers`, which this calls.
+    return list(layer._flatten_layers(include_self=False))

@@ -2,6 +2,8 @@
 
 import warnings
 
+from keras_normkit.backend import keras_compat
+
 _MAXIMIZED = ("acc", "auc", "precision", "recall", "f1", "iou")
 
 
@@ -29,8 +31,9 @@ def resolve_sign(callback, monitor, mode, model):
     if name == "loss" or name.endswith("loss"):
         return 1.0
     for metric in _flat_metrics(model):
-        if getattr(metric, "name", None) == name and hasattr(metric, "_direction"):
-            return -1.0 if metric._direction == "up" else 1.0
+        direction = keras_compat.metric_direction(metric)
+        if getattr(metric, "name", None) == name and direction is not None:
+            return -1.0 if direction == "up" else 1.0
     if any(key in name for key in _MAXIMIZED):
         return -1.0
     if any(key in name for key in ("error", "mse", "mae", "crossentropy", "hinge")):

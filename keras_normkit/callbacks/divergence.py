@@ -6,6 +6,7 @@ import keras
 import numpy as np
 
 from keras_normkit._validation import check_bool, check_number
+from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value
 from keras_normkit.callbacks._state import StatefulCallback, weights_state
 from keras_normkit.callbacks.learning_rate import (
@@ -137,8 +138,8 @@ class DivergenceGuard(StatefulCallback):
         return self.best is not None and self.best > 0 and value > self.factor * self.best
 
     def _lr_variables(self, optimizer):
-        excluded = [optimizer._iterations]
-        learning_rate = optimizer._learning_rate
+        excluded = [keras_compat.optimizer_iterations_variable(optimizer)]
+        learning_rate = keras_compat.optimizer_learning_rate(optimizer)
         excluded.append(getattr(learning_rate, "multiplier", learning_rate))
         return excluded
 

@@ -1,16 +1,15 @@
 """`EarlyStopping` with Prechelt's criteria (GL, PQ, UP) besides Keras's patience rule."""
 
-import json
 import math
 import os
 import warnings
 
 import keras
-import numpy as np
 
-from keras_normkit._validation import check_int, check_number
+from keras_normkit._validation import check_bool, check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 from keras_normkit.callbacks._state import StatefulCallback, weights_state
+from keras_normkit.callbacks.backup import SnapshotFiles
 
 CRITERIA = ("patience", "generalization_loss", "progress_quotient", "up")
 
@@ -53,10 +52,11 @@ class EarlyStopping(StatefulCallback):
     improves on the best when it beats it by more than `min_delta`; `E_opt` is that best value
     (for GL and PQ, `baseline` acts as a value already reached: `E_opt = min(best, baseline)`),
     and UP counts a rise only when it exceeds `min_delta`. The criteria other than patience
-    assume a positive error that is minimized. Whenever training ends (stopped or not), the
-    weights of the best epoch are restored if `restore_best_weights`. `best_epoch`,
-    `stopped_epoch` (0-based, `None` if training was not stopped) and `stop_reason` are
-    recorded; `trace` lists the criterion's values per epoch. If `fit` is interrupted and
+    assume a positive error that is minimized. With `restore_best_weights=True` (opt-in, as in
+    Keras), the weights of the best epoch are restored whenever training ends, stopped or
+    not. As in Keras, `best_epoch` and `stopped_epoch` are 0-based and `stopped_epoch` is 0
+    when training was not stopped; `stop_reason` (a string, `None` when not stopped) tells the
+    two apart; `trace` lists the criterion's values per epoch. If `fit` is interrupted and
     resumed, the state of the epoch before the resumed one (best value and weights,
     counters, strip) is used, so the run stops where an uninterrupted one would:
     `keras_normkit.callbacks.BackupAndRestore` saves it with the model (`get_state` /
@@ -73,7 +73,8 @@ class EarlyStopping(StatefulCallback):
         min_delta: Float >= 0, the smallest change that counts as an improvement or a rise.
         mode: `"auto"`, `"min"` or `"max"` (`"max"` only with `"patience"`).
         baseline: Optional float (not used by `"up"`).
-        restore_best_weights: Restore the best epoch's weights when training ends.
+        restore_best_weights: Restore the best epoch's weights when training ends (default
+            `False`, as in Keras: the model keeps the weights of the last epoch).
         start_from_epoch: Integer >= 0, epochs to ignore at the start.
         verbose: 0 or 1 (messages when stopping and restoring).
         backup_dir: Deprecated (use `keras_normkit.callbacks.BackupAndRestore`, which
@@ -84,7 +85,8 @@ class EarlyStopping(StatefulCallback):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.callbacks import EarlyStopping
-    >>> stop = EarlyStopping(monitor="loss", criterion="generalization_loss", alpha=5.0)
+    >>> stop = EarlyStopping(monitor="loss", criterion="generalization_loss", alpha=5.0,
+    ...                      restore_best_weights=True)
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile(keras.optimizers.SGD(3.0), loss="mse")  # too large: diverges
     >>> x = np.random.default_rng(0).normal(size=(32, 2))
@@ -103,10 +105,10 @@ class EarlyStopping(StatefulCallback):
         alpha=None,
         strip_length=5,
         patience=0,
-        min_delta=0.0,
+        min_delta=0,
         mode="auto",
         baseline=None,
-        restore_best_weights=True,
+        restore_best_weights=False,
         start_from_epoch=0,
         verbose=0,
         backup_dir=None,
@@ -117,6 +119,7 @@ class EarlyStopping(StatefulCallback):
                 f"`backup_dir` must be a path or None. Received: backup_dir={backup_dir!r}"
             )
         self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
+        self._files = None if backup_dir is None else SnapshotFiles(self.backup_dir)
         if self.backup_dir is not None:
             warnings.warn(
                 "`EarlyStopping(backup_dir=...)` is deprecated: pass "
@@ -170,11 +173,7 @@ class EarlyStopping(StatefulCallback):
         self.min_delta = check_number("min_delta", min_delta, 0.0)
         self.mode = mode
         self.baseline = None if baseline is None else check_number("baseline", baseline)
-        if not isinstance(restore_best_weights, bool):
-            raise TypeError(
-                f"`restore_best_weights` must be a bool. Received: {restore_best_weights!r}"
-            )
-        self.restore_best_weights = restore_best_weights
+        self.restore_best_weights = check_bool("restore_best_weights", restore_best_weights)
         self.start_from_epoch = check_int("start_from_epoch", start_from_epoch, 0)
         self.verbose = verbose
         self.training_monitor = monitor.removeprefix("val_") or "loss"
@@ -201,10 +200,10 @@ class EarlyStopping(StatefulCallback):
 
     def _reset(self):
         self._best = None  # times the sign of the direction: smaller is better
-        self.best_epoch = None
+        self.best_epoch = 0  # as Keras: 0 until an epoch is monitored
         self.best_weights = None
         self.wait = 0
-        self.stopped_epoch = None
+        self.stopped_epoch = 0  # as Keras: 0 unless stopped (then `stop_reason` is set)
         self.stop_reason = None
         self.epochs_seen = 0
         self.strip = []
@@ -218,61 +217,15 @@ class EarlyStopping(StatefulCallback):
         state["trace"] = list(self.trace)
         self._snapshots = {e: s for e, s in self._snapshots.items() if e >= epoch - 1}
         self._snapshots[epoch] = state
-        if self.backup_dir is not None:
-            self._write_snapshots()
+        if self._files is not None:
+            self._files.write(self._sign, self._snapshots)
 
-    # The on-disk copy of the last two snapshots: JSON for the scalars and lists, one .npz
-    # of best weights per snapshot; written to temporary names, then renamed (atomic).
-
-    def _state_path(self, suffix):
-        return os.path.join(self.backup_dir, f"keras_normkit_early_stopping{suffix}")
-
-    def _write_snapshots(self):
-        os.makedirs(self.backup_dir, exist_ok=True)
-        document = {"sign": self._sign, "snapshots": {}}
-        for epoch, state in self._snapshots.items():
-            state = dict(state)
-            weights = state.pop("best_weights")
-            if weights is not None:
-                path = self._state_path(f"_weights_{epoch}.npz")
-                with open(path + ".tmp", "wb") as f:
-                    np.savez(f, *weights)
-                os.replace(path + ".tmp", path)
-            state["has_best_weights"] = weights is not None
-            document["snapshots"][str(epoch)] = state
-        path = self._state_path(".json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(document, f, default=float)
-        os.replace(path + ".tmp", path)
-        keep = {f"keras_normkit_early_stopping_weights_{e}.npz" for e in self._snapshots}
-        for name in os.listdir(self.backup_dir):
-            if name.startswith("keras_normkit_early_stopping_weights_") and name not in keep:
-                os.remove(os.path.join(self.backup_dir, name))
-
-    def _read_snapshots(self):
-        if self.backup_dir is None:
+    def _read_files(self):
+        saved = None if self._files is None else self._files.read()
+        if saved is None:
             return {}
-        path = self._state_path(".json")
-        if not os.path.exists(path):
-            return {}
-        with open(path) as f:
-            document = json.load(f)
-        self._sign = document["sign"]
-        snapshots = {}
-        for epoch, state in document["snapshots"].items():
-            weights = None
-            if state.pop("has_best_weights"):
-                with np.load(self._state_path(f"_weights_{epoch}.npz")) as arrays:
-                    weights = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
-            snapshots[int(epoch)] = {**state, "best_weights": weights}
+        self._sign, snapshots = saved
         return snapshots
-
-    def _delete_backup(self):
-        if self.backup_dir is None or not os.path.isdir(self.backup_dir):
-            return
-        for name in os.listdir(self.backup_dir):
-            if name.startswith("keras_normkit_early_stopping"):
-                os.remove(os.path.join(self.backup_dir, name))
 
     def get_state(self):
         """The counters, best value and weights, strip and trace after the last epoch."""
@@ -295,6 +248,9 @@ class EarlyStopping(StatefulCallback):
     def _restore_snapshot(self, state):
         for name, value in state.items():
             setattr(self, name, list(value) if isinstance(value, list) else value)
+        # Saved by versions that marked "not stopped" / "no best epoch yet" with None.
+        self.stopped_epoch = self.stopped_epoch or 0
+        self.best_epoch = self.best_epoch or 0
 
     def on_train_begin(self, logs=None):
         self._starting = True
@@ -305,7 +261,7 @@ class EarlyStopping(StatefulCallback):
         self._starting = False
         if self._completed and epoch > 0:
             # A new instance (or process) resuming: the state saved by a previous one.
-            self._snapshots, self._completed = self._read_snapshots(), False
+            self._snapshots, self._completed = self._read_files(), False
         previous = None if self._completed else self._snapshots.get(epoch - 1)
         if epoch > 0 and previous is not None:
             self._restore_snapshot(previous)  # resumed after an interruption
@@ -409,8 +365,9 @@ class EarlyStopping(StatefulCallback):
 
     def on_train_end(self, logs=None):
         self._completed = True
-        self._delete_backup()
-        if self.stopped_epoch is not None and self.verbose:
+        if self._files is not None:
+            self._files.delete()
+        if self.stop_reason is not None and self.verbose:
             print(f"Epoch {self.stopped_epoch + 1}: early stopping ({self.stop_reason})")
         if self.restore_best_weights and self.best_weights is not None:
             if self.verbose:

@@ -7,6 +7,7 @@ import numpy as np
 
 from keras_normkit import schedules
 from keras_normkit._validation import check_choice, check_int, check_number
+from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 from keras_normkit.callbacks._state import StatefulCallback
 
@@ -38,7 +39,7 @@ def track_schedule_multiplier(model):
     Returns the `Scaled` schedule, or `None` for a float learning rate.
     """
     optimizer = _inner_optimizer(model.optimizer)
-    learning_rate = optimizer._learning_rate
+    learning_rate = keras_compat.optimizer_learning_rate(optimizer)
     if isinstance(learning_rate, keras.Variable):
         return None
     if not isinstance(learning_rate, LearningRateSchedule):
@@ -49,10 +50,9 @@ def track_schedule_multiplier(model):
     retrace = False
     if not isinstance(learning_rate, schedules.Scaled):
         learning_rate = schedules.Scaled(learning_rate)
-        optimizer._learning_rate = learning_rate
+        optimizer.learning_rate = learning_rate  # the public setter accepts a schedule
         retrace = True
-    if not optimizer._tracker.is_in_store("variables", learning_rate.multiplier):
-        optimizer._track_variable(learning_rate.multiplier)
+    if keras_compat.track_optimizer_variable(optimizer, learning_rate.multiplier):
         retrace = True
     if retrace and getattr(model, "train_function", None) is not None:
         model.train_function = None
@@ -66,9 +66,9 @@ def untrack_schedule_multiplier(model):
     variables as one rebuilt from its config.
     """
     optimizer = _inner_optimizer(model.optimizer)
-    learning_rate = optimizer._learning_rate
+    learning_rate = keras_compat.optimizer_learning_rate(optimizer)
     if isinstance(learning_rate, schedules.Scaled):
-        optimizer._tracker.untrack(learning_rate.multiplier)
+        keras_compat.untrack_optimizer_variable(optimizer, learning_rate.multiplier)
 
 
 def scale_learning_rate(model, factor, min_lr=0.0):
@@ -82,9 +82,9 @@ def scale_learning_rate(model, factor, min_lr=0.0):
     optimizer = _inner_optimizer(model.optimizer)
     old = current_learning_rate(optimizer)
     new = max(old * factor, min_lr)
-    learning_rate = optimizer._learning_rate
+    learning_rate = keras_compat.optimizer_learning_rate(optimizer)
     if isinstance(learning_rate, keras.Variable):
-        learning_rate.assign(new)
+        optimizer.learning_rate = new  # the public setter assigns the variable
     elif isinstance(learning_rate, schedules.Scaled):
         multiplier = float(keras.ops.convert_to_numpy(learning_rate.multiplier))
         learning_rate.multiplier.assign(multiplier * (new / old if old > 0 else 0.0))
@@ -246,6 +246,10 @@ class ReduceLROnPlateau(StatefulCallback):
         """The best monitored value so far (in the monitor's units), or `None`."""
         return None if self._best is None else self._sign * self._best
 
+    def in_cooldown(self):
+        """Whether the epochs after a reduction are still being skipped (as in Keras)."""
+        return self.cooldown_counter > 0
+
     def set_model(self, model):
         super().set_model(model)
         if getattr(model, "optimizer", None) is not None:
@@ -282,14 +286,14 @@ class ReduceLROnPlateau(StatefulCallback):
         if self._sign is None:
             self._sign = resolve_sign(self, self.monitor, self.mode, self.model)
         current = self._sign * current
-        if self.cooldown_counter > 0:
+        if self.in_cooldown():
             self.cooldown_counter -= 1
             self.wait = 0
         if self._best is None or current < self._best - self.min_delta:
             self._best = current
             self.wait = 0
             return
-        if self.cooldown_counter > 0:
+        if self.in_cooldown():
             return
         self.wait += 1
         if self.wait < self.patience:

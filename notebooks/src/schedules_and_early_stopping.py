@@ -174,10 +174,11 @@ criteria = {
 evaluator = mlp()
 rows = []
 for name, kwargs in criteria.items():
-    stop = callbacks.EarlyStopping(**kwargs)
+    stop = callbacks.EarlyStopping(**kwargs, restore_best_weights=True)
     evaluator.set_weights(replay(stop, recorder.logs))
     accuracy = evaluator.evaluate(*test, verbose=0)[1]
-    rows.append((name, stop.stopped_epoch, stop.best_epoch, val_loss[stop.best_epoch], accuracy))
+    stopped = stop.stopped_epoch if stop.stop_reason is not None else None  # 0 if not stopped
+    rows.append((name, stopped, stop.best_epoch, val_loss[stop.best_epoch], accuracy))
 evaluator.set_weights(recorder.weights[-1])
 rows.append(("no early stopping", None, 59, val_loss[-1], evaluator.evaluate(*test, verbose=0)[1]))
 print(f"{'criterion':<20}{'stopped':>8}{'restored':>9}{'val loss':>10}{'test acc':>10}")
@@ -211,7 +212,9 @@ figure.tight_layout()
 
 # %%
 model = mlp()
-stop = callbacks.EarlyStopping(criterion="generalization_loss", alpha=5.0)
+stop = callbacks.EarlyStopping(
+    criterion="generalization_loss", alpha=5.0, restore_best_weights=True
+)
 model.fit(*train, epochs=60, callbacks=[stop], **fit_args)
 same = all(
     np.allclose(a, b)

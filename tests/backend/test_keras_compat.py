@@ -75,3 +75,132 @@ def test_backend_rnn_runs_a_step_function_over_time():
     )
     expected = np.stack([x[0, 0] + x[0, 2], x[1, 0] + x[1, 1]])  # masked steps carry the state
     np.testing.assert_allclose(keras.ops.convert_to_numpy(states[0]), expected)
+
+
+# --------------------------------------------------------------------------- optimizers
+
+
+def _built_sgd(learning_rate, **kwargs):
+    optimizer = keras.optimizers.SGD(learning_rate, **kwargs)
+    optimizer.build([keras.Variable(np.zeros((2,), "float32"))])
+    return optimizer
+
+
+def test_optimizer_learning_rate_is_the_held_object():
+    optimizer = _built_sgd(0.25)
+    held = keras_compat.optimizer_learning_rate(optimizer)
+    assert isinstance(held, keras.Variable)
+    assert any(v is held for v in optimizer.variables)
+    optimizer.learning_rate = 0.5  # the public setter assigns that same variable
+    assert keras_compat.optimizer_learning_rate(optimizer) is held
+    assert float(keras.ops.convert_to_numpy(held)) == 0.5
+    schedule = keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)
+    optimizer = _built_sgd(schedule)
+    assert keras_compat.optimizer_learning_rate(optimizer) is schedule
+    assert not isinstance(optimizer.learning_rate, keras.optimizers.schedules.LearningRateSchedule)
+    other = keras.optimizers.schedules.ExponentialDecay(0.2, 10, 0.5)
+    optimizer.learning_rate = other
+    assert keras_compat.optimizer_learning_rate(optimizer) is other
+
+
+def test_optimizer_iterations_variable_counts_steps_even_with_gradient_accumulation():
+    weight = keras.Variable(np.zeros((2,), "float32"))
+    for steps in (None, 2):
+        optimizer = keras.optimizers.SGD(0.1, gradient_accumulation_steps=steps)
+        optimizer.build([weight])
+        counter = keras_compat.optimizer_iterations_variable(optimizer)
+        assert isinstance(counter, keras.Variable)
+        assert any(v is counter for v in optimizer.variables)
+        for _ in range(3):
+            optimizer.apply([keras.ops.ones((2,))], [weight])
+        assert int(keras.ops.convert_to_numpy(counter)) == 3
+        public = int(keras.ops.convert_to_numpy(optimizer.iterations))
+        assert public == (3 if steps is None else 3 // steps)  # why the public one will not do
+
+
+def test_track_and_untrack_an_existing_variable():
+    optimizer = _built_sgd(0.1)
+    before = len(optimizer.variables)
+    extra = keras.Variable(2.0, name="multiplier")
+    assert keras_compat.track_optimizer_variable(optimizer, extra) is True
+    assert keras_compat.track_optimizer_variable(optimizer, extra) is False  # once only
+    assert len(optimizer.variables) == before + 1 and optimizer.variables[-1] is extra
+    assert keras_compat.untrack_optimizer_variable(optimizer, extra) is True
+    assert keras_compat.untrack_optimizer_variable(optimizer, extra) is False
+    assert len(optimizer.variables) == before
+    assert not any(v is extra for v in optimizer.variables)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_metric_direction():
+    assert keras_compat.metric_direction(keras.metrics.BinaryAccuracy()) == "up"
+    assert keras_compat.metric_direction(keras.metrics.AUC()) == "up"
+    assert keras_compat.metric_direction(keras.metrics.MeanSquaredError()) == "down"
+
+    class Plain(keras.metrics.Metric):
+        def update_state(self, *args, **kwargs):
+            pass
+
+        def result(self):
+            return 0.0
+
+    assert keras_compat.metric_direction(Plain()) is None
+    assert keras_compat.metric_direction(object()) is None
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _specs(signature):
+    return [(tuple(s.shape), s.name) for s in keras.tree.flatten(signature)]
+
+
+def test_export_input_signature_of_functional_sequential_and_subclassed_models():
+    a, b = keras.Input((None, 3), name="a"), keras.Input((2,), name="b")
+    pooled = keras.layers.GlobalAveragePooling1D()(a)
+    functional = keras.Model({"a": a, "b": b}, keras.layers.Concatenate()([pooled, b]))
+    signature = keras_compat.export_input_signature(functional)
+    assert len(signature) == 1 and set(signature[0]) == {"a", "b"}  # one positional argument
+    assert dict((name, shape) for shape, name in _specs(signature)) == {
+        "a": (None, None, 3),
+        "b": (None, 2),
+    }
+    assert all(isinstance(s, keras.InputSpec) for s in keras.tree.flatten(signature))
+
+    sequential = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    assert [shape for shape, _ in _specs(keras_compat.export_input_signature(sequential))] == [
+        (None, 4)
+    ]
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.dense(x)
+
+    subclassed = Subclassed()
+    subclassed(np.zeros((2, 5), "float32"))
+    shapes = [shape for shape, _ in _specs(keras_compat.export_input_signature(subclassed))]
+    assert shapes == [(None, 5)]  # the batch dimension stays dynamic
+
+
+def test_nested_layers_walks_attributes_recursively():
+    class Block(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.inner = keras.layers.Dense(2, name="inner_dense")
+
+        def call(self, x):
+            return self.inner(x)
+
+    block = Block(name="block")
+    inner = keras.Sequential([keras.layers.Dense(2, name="deep")], name="inner_model")
+    model = keras.Sequential([keras.Input((3,)), block, inner], name="outer")
+    names = {layer.name for layer in keras_compat.nested_layers(model)}
+    assert {"block", "inner_dense", "inner_model", "deep"} <= names
+    assert "outer" not in names
+    assert {layer.name for layer in model.layers} == {"block", "inner_model"}  # not recursive

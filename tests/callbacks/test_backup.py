@@ -234,3 +234,62 @@ def test_early_stopping_backup_dir_is_deprecated(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         EarlyStopping()
+
+
+def test_snapshot_files_of_the_deprecated_backup_dir(tmp_path):
+    """Write, read back, prune stale weights, delete only our files."""
+    from keras_normkit.callbacks.backup import SnapshotFiles
+
+    files = SnapshotFiles(tmp_path)
+    assert files.read() is None  # nothing written yet
+    weights = [np.arange(6, dtype="float32").reshape(2, 3), np.array([1.5])]
+    snapshots = {
+        3: {"wait": 1, "trace": [{"epoch": 3, "val_loss": 0.5}], "best_weights": weights},
+        4: {"wait": 2, "trace": [], "best_weights": None},
+    }
+    (tmp_path / "unrelated.txt").write_text("kept")
+    files.write(-1.0, snapshots)
+    sign, restored = files.read()
+    assert sign == -1.0 and sorted(restored) == [3, 4]
+    assert restored[4] == snapshots[4]
+    assert {k: v for k, v in restored[3].items() if k != "best_weights"} == {
+        "wait": 1,
+        "trace": [{"epoch": 3, "val_loss": 0.5}],
+    }
+    for got, want in zip(restored[3]["best_weights"], weights, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+    files.write(-1.0, {5: {"wait": 0, "best_weights": weights}})  # epoch 3's weights pruned
+    ours = sorted(n for n in os.listdir(tmp_path) if n.startswith(SnapshotFiles.PREFIX))
+    assert ours == [f"{SnapshotFiles.PREFIX}.json", f"{SnapshotFiles.PREFIX}_weights_5.npz"]
+    assert not any(n.endswith(".tmp") for n in os.listdir(tmp_path))
+    files.delete()
+    assert os.listdir(tmp_path) == ["unrelated.txt"]
+    files.delete()  # idempotent, and harmless without a directory
+    SnapshotFiles(tmp_path / "missing").delete()
+
+
+def test_early_stopping_resumes_from_snapshots_written_before_stopped_epoch_was_0(tmp_path):
+    """Older files marked "not stopped" with `stopped_epoch=None`: resumed as Keras's 0."""
+    from keras_normkit.callbacks.backup import SnapshotFiles
+
+    with pytest.warns(DeprecationWarning):
+        first = EarlyStopping(monitor="loss", patience=5, backup_dir=tmp_path)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    first.set_model(model)
+    first.on_train_begin()
+    for epoch, loss in enumerate([1.0, 0.9]):
+        first.on_epoch_begin(epoch)
+        first.on_epoch_end(epoch, {"loss": loss})
+    sign, snapshots = SnapshotFiles(tmp_path).read()
+    for state in snapshots.values():
+        state["stopped_epoch"] = None
+    SnapshotFiles(tmp_path).write(sign, snapshots)
+    with pytest.warns(DeprecationWarning):
+        second = EarlyStopping(monitor="loss", patience=5, backup_dir=tmp_path)
+    second.set_model(model)
+    second.on_train_begin()
+    second.on_epoch_begin(2)  # resumed at epoch 2 from epoch 1's snapshot
+    assert (second.stopped_epoch, second.best_epoch, second.best, second.wait) == (0, 1, 0.9, 0)
+    second.on_epoch_end(2, {"loss": 0.95})
+    assert second.wait == 1 and second.stop_reason is None

@@ -68,7 +68,7 @@ GL_VAL = [1.0, 0.8, 0.7, 0.72, 0.74, 0.76, 0.78]
 
 def _generalization_loss_stops_after_first_epoch_above_alpha():
     # E_opt = 0.7 from epoch 2; GL(3) = 2.86, GL(4) = 5.71 > 5.
-    stop = EarlyStopping(criterion="generalization_loss", alpha=5.0)
+    stop = EarlyStopping(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
     model = drive(stop, GL_VAL)
     assert (stop.stopped_epoch, stop.best_epoch) == (4, 2)
     assert model.epoch == 2  # best weights restored
@@ -76,8 +76,9 @@ def _generalization_loss_stops_after_first_epoch_above_alpha():
     assert stop.stop_reason.startswith("GL")
     # alpha = 10: GL(6) = 11.4 is the first above 10.
     stop = EarlyStopping(criterion="generalization_loss", alpha=10.0)
-    drive(stop, GL_VAL)
+    model = drive(stop, GL_VAL)
     assert stop.stopped_epoch == 6
+    assert model.epoch == 6 and stop.best_weights is None  # Keras's default: no restoring
 
 
 def _generalization_loss_with_min_delta():
@@ -88,7 +89,9 @@ def _generalization_loss_with_min_delta():
     assert (stop.stopped_epoch, stop.best_epoch) == (3, 2)
     # min_delta = 0.05: 0.87 does not improve on 0.9 by more than 0.05, so E_opt = 0.9,
     # GL(3) = 3.3, GL(4) = 6.7 > 5.
-    stop = EarlyStopping(criterion="generalization_loss", alpha=5.0, min_delta=0.05)
+    stop = EarlyStopping(
+        criterion="generalization_loss", alpha=5.0, min_delta=0.05, restore_best_weights=True
+    )
     model = drive(stop, val)
     assert (stop.stopped_epoch, stop.best_epoch, model.epoch) == (4, 1, 1)
 
@@ -98,7 +101,7 @@ def _generalization_loss_with_baseline():
     # Without baseline E_opt = 1.04: GL(3) = 5.8 <= 10, no stop.
     stop = EarlyStopping(criterion="generalization_loss", alpha=10.0)
     drive(stop, val)
-    assert stop.stopped_epoch is None and stop.best_epoch == 0
+    assert (stop.stopped_epoch, stop.stop_reason, stop.best_epoch) == (0, None, 0)
     # Baseline 0.96 is a value already reached: GL(0) = 8.3, GL(1) = 10.4 > 10.
     stop = EarlyStopping(criterion="generalization_loss", alpha=10.0, baseline=0.96)
     drive(stop, val)
@@ -112,7 +115,9 @@ def _generalization_loss_with_start_from_epoch():
     drive(stop, val)
     assert stop.stopped_epoch == 2
     # Epochs 0 and 1 ignored: E_opt = 0.8 at epoch 4, GL(5) = 6.25, GL(6) = 12.5 > 10.
-    stop = EarlyStopping(criterion="generalization_loss", alpha=10.0, start_from_epoch=2)
+    stop = EarlyStopping(
+        criterion="generalization_loss", alpha=10.0, start_from_epoch=2, restore_best_weights=True
+    )
     model = drive(stop, val)
     assert (stop.stopped_epoch, stop.best_epoch, model.epoch) == (6, 4, 4)
 
@@ -128,7 +133,9 @@ def _progress_quotient_is_checked_at_strip_ends():
     # Strip 1 (epochs 0-2): P = 125, GL(2) = 5.56, PQ = 0.044.
     # Strip 2 (epochs 3-5): P = 1000 * (2.355 / 2.34 - 1) = 6.41, GL(5) = 10, PQ = 1.56 > 0.5.
     # (GL(3) = 7.8 already, but epoch 3 ends no strip.)
-    stop = EarlyStopping(criterion="progress_quotient", alpha=0.5, strip_length=3)
+    stop = EarlyStopping(
+        criterion="progress_quotient", alpha=0.5, strip_length=3, restore_best_weights=True
+    )
     model = drive(stop, PQ_VAL, PQ_TRAIN)
     assert (stop.stopped_epoch, stop.best_epoch, model.epoch) == (5, 1, 1)
     assert stop.trace[2]["P"] == pytest.approx(125.0)
@@ -137,7 +144,7 @@ def _progress_quotient_is_checked_at_strip_ends():
     # alpha = 2: PQ(5) = 1.56 is not enough; strip 3 has GL(8) = 0, so no stop at all.
     stop = EarlyStopping(criterion="progress_quotient", alpha=2.0, strip_length=3)
     drive(stop, PQ_VAL, PQ_TRAIN)
-    assert stop.stopped_epoch is None
+    assert (stop.stopped_epoch, stop.stop_reason) == (0, None)
 
 
 def _progress_quotient_strips_count_from_start_from_epoch():
@@ -156,7 +163,7 @@ def _progress_quotient_strips_count_from_start_from_epoch():
         criterion="progress_quotient", alpha=0.2, strip_length=3, start_from_epoch=1
     )
     drive(stop, PQ_VAL, PQ_TRAIN)
-    assert stop.stopped_epoch is None
+    assert (stop.stopped_epoch, stop.stop_reason) == (0, None)
 
 
 # --------------------------------------------------------------------------- UP
@@ -169,7 +176,7 @@ def _up_counts_consecutive_rising_strips():
     # strip_length 2: strips end at epochs 1, 3, 5, 7, 9 with 0.9, 0.85, 0.75, 0.9, 1.1.
     # Rises at 7 (0.9 > 0.75) and 9 (1.1 > 0.9). Mid-strip rises (epoch 3: 0.85 > 0.8) do
     # not count.
-    stop = EarlyStopping(criterion="up", alpha=2, strip_length=2)
+    stop = EarlyStopping(criterion="up", alpha=2, strip_length=2, restore_best_weights=True)
     model = drive(stop, UP_VAL)
     assert (stop.stopped_epoch, stop.best_epoch, model.epoch) == (9, 4, 4)
     stop = EarlyStopping(criterion="up", alpha=1, strip_length=2)
@@ -182,7 +189,7 @@ def _up_counts_consecutive_rising_strips():
     # UP_3 never triggers (only two rises in a row).
     stop = EarlyStopping(criterion="up", alpha=3, strip_length=2)
     drive(stop, UP_VAL)
-    assert stop.stopped_epoch is None
+    assert (stop.stopped_epoch, stop.stop_reason) == (0, None)
     # Rises must be consecutive: strip ends 0.9, 1.0 (rise), 0.8, 0.85 (rise), 0.7, 0.75, 0.8.
     stop = EarlyStopping(criterion="up", alpha=2, strip_length=1)
     drive(stop, [0.9, 1.0, 0.8, 0.85, 0.7, 0.75, 0.8])
@@ -202,7 +209,7 @@ def _up_with_min_delta_and_start_from_epoch():
     # start_from_epoch 1: strips end at 2, 4, 6 with 0.92, 0.9, 0.83: no rise.
     stop = EarlyStopping(criterion="up", alpha=1, strip_length=2, start_from_epoch=1)
     drive(stop, val)
-    assert stop.stopped_epoch is None
+    assert (stop.stopped_epoch, stop.stop_reason) == (0, None)
 
 
 # --------------------------------------------------------------------------- patience
@@ -210,7 +217,7 @@ def _up_with_min_delta_and_start_from_epoch():
 
 def _patience_by_hand():
     val = [1.0, 0.9, 0.95, 0.96, 0.8, 0.85, 0.86, 0.87]
-    stop = EarlyStopping(patience=2)
+    stop = EarlyStopping(patience=2, restore_best_weights=True)
     model = drive(stop, val)
     assert (stop.stopped_epoch, stop.best_epoch, model.epoch) == (3, 1, 1)
     stop = EarlyStopping(patience=3)
@@ -229,21 +236,21 @@ def _patience_by_hand():
     min_delta=st.sampled_from([0.0, 0.05]),
     baseline=st.sampled_from([None, 0.5]),
     start=st.integers(0, 3),
+    restore=st.sampled_from([None, False, True]),
 )
-def test_patience_matches_keras_early_stopping(val, patience, min_delta, baseline, start):
-    ours = EarlyStopping(
-        patience=patience,
-        min_delta=min_delta,
-        baseline=baseline,
-        start_from_epoch=start,
-        restore_best_weights=False,
-    )
-    theirs = keras.callbacks.EarlyStopping(
-        patience=patience, min_delta=min_delta, baseline=baseline, start_from_epoch=start
-    )
-    drive(ours, val)
-    drive(theirs, val)
-    assert (ours.stopped_epoch or 0) == theirs.stopped_epoch
+def test_patience_matches_keras_early_stopping(val, patience, min_delta, baseline, start, restore):
+    """Same arguments (or defaults), same stop epoch, best epoch and value, final weights."""
+    kwargs = dict(patience=patience, min_delta=min_delta, baseline=baseline, start_from_epoch=start)
+    if restore is not None:
+        kwargs["restore_best_weights"] = restore
+    ours = EarlyStopping(**kwargs)
+    theirs = keras.callbacks.EarlyStopping(**kwargs)
+    ours_model = drive(ours, val)
+    theirs_model = drive(theirs, val)
+    assert ours.stopped_epoch == theirs.stopped_epoch
+    assert ours.wait == theirs.wait
+    assert ours.best_epoch == theirs.best_epoch
+    assert ours_model.epoch == theirs_model.epoch
     if ours.best is not None:
         assert ours.best == theirs.best
 
@@ -263,7 +270,7 @@ def test_interrupted_and_resumed_runs_stop_like_an_uninterrupted_one(
 ):
     cut = min(cut, len(val) - 1)
     train = list(np.cumprod([train_drop] * len(val)))
-    kwargs = {"criterion": criterion, "strip_length": 2}
+    kwargs = {"criterion": criterion, "strip_length": 2, "restore_best_weights": True}
     if criterion != "patience":
         kwargs["alpha"] = 2 if criterion == "up" else 1.0
     else:
@@ -300,7 +307,8 @@ def _a_new_fit_from_epoch_zero_starts_afresh():
     drive(stop, GL_VAL)
     assert stop.stopped_epoch == 4
     drive(stop, [1.0, 0.9, 0.8])
-    assert (stop.stopped_epoch, stop.best_epoch, len(stop.trace)) == (None, 2, 3)
+    assert (stop.stopped_epoch, stop.best_epoch, len(stop.trace)) == (0, 2, 3)
+    assert stop.stop_reason is None
 
 
 # --------------------------------------------------------------------------- errors, config
@@ -313,7 +321,7 @@ def _missing_monitor_warns_once():
         drive(stop, [1.0, 2.0, 3.0], monitor="val_accuracy_typo")
     messages = [str(w.message) for w in caught if "val_loss" in str(w.message)]
     assert len(messages) == 1 and "val_accuracy_typo" in messages[0]
-    assert stop.stopped_epoch is None
+    assert (stop.stopped_epoch, stop.stop_reason) == (0, None)
 
 
 BAD = [
@@ -400,12 +408,12 @@ def test_real_fit_stops_and_restores_the_best_weights():
     (x, y), val = digits()
     model = overfitting_model()
     recorder = WeightsRecorder()
-    stop = EarlyStopping(criterion="generalization_loss", alpha=5.0)
+    stop = EarlyStopping(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
     history = model.fit(
         x, y, validation_data=val, epochs=40, batch_size=50, callbacks=[recorder, stop], verbose=0
     )
     val_loss = history.history["val_loss"]
-    assert stop.stopped_epoch is not None and len(val_loss) == stop.stopped_epoch + 1 < 40
+    assert stop.stop_reason is not None and len(val_loss) == stop.stopped_epoch + 1 < 40
     assert stop.best_epoch == int(np.argmin(val_loss))
     assert val_loss[-1] > 1.05 * min(val_loss)
     for got, best in zip(model.get_weights(), recorder.weights[stop.best_epoch], strict=True):
@@ -427,13 +435,13 @@ class Interrupt(keras.callbacks.Callback):
 def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
     (x, y), val = digits()
     fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
-    kwargs = dict(criterion="generalization_loss", alpha=5.0)
+    kwargs = dict(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
 
     model = overfitting_model()
     initial = model.get_weights()
     whole = EarlyStopping(**kwargs)
     model.fit(x, y, callbacks=[whole], **fit)
-    assert whole.stopped_epoch is not None and whole.stopped_epoch > 4
+    assert whole.stop_reason is not None and whole.stopped_epoch > 4
     expected = model.get_weights()
 
     model = overfitting_model()
@@ -455,7 +463,7 @@ def test_resume_in_a_new_process_from_backup_dir(tmp_path):
     """A new model and new callback instances (as after a crash) resume from the disk state."""
     (x, y), val = digits()
     fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
-    kwargs = dict(criterion="generalization_loss", alpha=5.0)
+    kwargs = dict(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
 
     model = overfitting_model()
     initial = model.get_weights()
@@ -498,7 +506,8 @@ def test_resume_in_a_new_process_from_backup_dir(tmp_path):
 @pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
 def test_backup_dir_round_trips_state_and_is_validated(tmp_path):
     """The on-disk snapshots reproduce the in-memory ones exactly; bad paths are rejected."""
-    callback = EarlyStopping(criterion="up", alpha=2, strip_length=2, backup_dir=tmp_path)
+    kwargs = dict(criterion="up", alpha=2, strip_length=2, restore_best_weights=True)
+    callback = EarlyStopping(**kwargs, backup_dir=tmp_path)
     assert callback.get_config()["backup_dir"] == str(tmp_path)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     callback.set_model(model)
@@ -506,8 +515,9 @@ def test_backup_dir_round_trips_state_and_is_validated(tmp_path):
     for epoch, loss in enumerate([1.0, 0.8, 0.9, 0.95, 0.7]):
         callback.on_epoch_begin(epoch)
         callback.on_epoch_end(epoch, {"val_loss": loss, "loss": loss})
-    fresh = EarlyStopping(criterion="up", alpha=2, strip_length=2, backup_dir=tmp_path)
-    restored = fresh._read_snapshots()
+    fresh = EarlyStopping(**kwargs, backup_dir=tmp_path)
+    restored = fresh._read_files()
+    assert fresh._sign == callback._sign == 1.0
     assert sorted(restored) == sorted(callback._snapshots) == [3, 4]
     for epoch, state in callback._snapshots.items():
         weights = state["best_weights"]

@@ -1,5 +1,7 @@
 """`AlphaDropout`: fixed-point preservation, equality with Keras, conformance, bad input."""
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -216,3 +218,23 @@ def test_no_warning_when_the_fixed_points_agree(activation_layer, dropout):
         warnings.simplefilter("error")
         model = _selu_then_dropout(activation_layer(), dropout())
         model(np.zeros((2, 8), "float32"))  # concrete calls never warn either
+
+
+def _named_parameters(cls):
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.name != "self" and p.kind not in variadic}
+
+
+def test_every_keras_argument_keeps_keras_default():
+    """Same name as `keras.layers.AlphaDropout`: its arguments, its defaults; ours optional."""
+    ours, theirs = _named_parameters(AlphaDropout), _named_parameters(keras.layers.AlphaDropout)
+    assert set(theirs) == {"rate", "noise_shape", "seed"}  # what Keras 3 has
+    for name, default in theirs.items():
+        assert name in ours, name
+        assert (ours[name], type(ours[name])) == (default, type(default)), name
+    extras = {name: default for name, default in ours.items() if name not in theirs}
+    assert extras and all(d is not inspect.Parameter.empty for d in extras.values()), extras
+    layer, keras_layer = AlphaDropout(0.1), keras.layers.AlphaDropout(0.1)
+    for name in ("rate", "noise_shape", "seed", "supports_masking"):
+        assert getattr(layer, name) == getattr(keras_layer, name), name
