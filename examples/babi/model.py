@@ -2,9 +2,10 @@
 
 Input module (as in the paper and MemN2N): a shared word embedding and a position
 encoding per sentence, `x_t = sum_j l_j * A w_tj` with
-`l_kj = (1 - j/J) - (k/d)(1 - 2j/J)`; the question is encoded the same way into `q`.
-Empty (padding) sentences are masked. Reduction ("2rb", as in the reference implementation
-seominjoon/qrn): a bidirectional `QRN` layer with reset gates whose output
+`l_kj = (1 - j/J) - (k/d)(1 - 2j/J)` (`keras_normkit.layers.PositionEncoding`, with `J` the
+padded sentence length); the question is encoded the same way into `q`. Padding words
+contribute nothing and empty (padding) sentences are masked. Reduction ("2rb", as in the
+reference implementation seominjoon/qrn): a bidirectional `QRN` layer with reset gates whose output
 `q2_t = h_fwd_t + h_bwd_t` is the query of a last, forward `QRN` layer (its reset gate is
 unused in the reference code) returning the state at the last sentence;
 answer = softmax(W_y h) without bias.
@@ -17,38 +18,9 @@ matrix and Adagrad (lr 0.5); see README.md.
 """
 
 import keras
-import numpy as np
 from keras import ops
 
-from keras_normkit.layers import QRN
-
-
-def position_encoding(sentence_length, dim):
-    """`l[j, k] = (1 - j/J) - (k/d)(1 - 2j/J)` for 1-based word j and dimension k."""
-    j = np.arange(1, sentence_length + 1)[:, None] / sentence_length
-    k = np.arange(1, dim + 1)[None, :] / dim
-    return ((1 - j) - k * (1 - 2 * j)).astype("float32")
-
-
-class PositionEncoder(keras.layers.Layer):
-    """Sum of position-weighted word vectors `(..., J, d) -> (..., d)`; masks empty sentences."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def call(self, words, mask=None):
-        weights = position_encoding(words.shape[-2], words.shape[-1])
-        if mask is not None:
-            words = words * ops.expand_dims(ops.cast(mask, words.dtype), -1)
-        return ops.sum(words * ops.cast(weights, words.dtype), axis=-2)
-
-    def compute_mask(self, words, mask=None):
-        return None if mask is None else ops.any(mask, axis=-1)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape[:-2] + input_shape[-1:]
-
+from keras_normkit.layers import QRN, PositionEncoding
 
 INIT_SCALE = 3**0.5  # uniform [-sqrt(3), sqrt(3)]: unit variance, as in the reference code
 
@@ -74,7 +46,9 @@ def _inputs(max_sentences, sentence_length, vocab_size, dim, init_scale=None, we
         embeddings_regularizer=_l2(weight_decay),
         name="embedding",
     )
-    encode = PositionEncoder(name="position_encoding")
+    # J = the padded sentence length (as this example always did, so its published numbers
+    # are unchanged); padding words are masked out and empty sentences masked.
+    encode = PositionEncoding(use_padded_length=True, name="position_encoding")
     return story, question, encode(embed(story)), encode(embed(question))
 
 

@@ -6,9 +6,11 @@ from keras_normkit.layers.fast_weights import FastWeightsRNN, FastWeightsRNNCell
 from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
 from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
 from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
+from keras_normkit.layers.position_encoding import PositionEncoding
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
 from keras_normkit.layers.selu import SELU
+from keras_normkit.layers.weight_normalization import WeightNormalization
 
 __all__ = [
     "SELU",
@@ -25,4 +27,6 @@ __all__ = [
     "ConvexCombination",
     "QRN",
     "QRNCell",
+    "WeightNormalization",
+    "PositionEncoding",
 ]

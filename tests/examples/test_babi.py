@@ -57,3 +57,16 @@ def test_qrn_learns_task1(babi):
     accuracy, curve, _, _ = train.train("qrn", 1, epochs=16, n_test=500, seed=0)
     assert np.all(np.isfinite(curve))
     assert accuracy >= 0.95, f"test accuracy {accuracy:.3f} after {len(curve)} epochs: {curve}"
+
+
+def test_model_uses_library_position_encoding_with_padded_length(babi):
+    sys.path.insert(0, str(BABI))
+    try:
+        import model
+    finally:
+        sys.path.remove(str(BABI))
+    from keras_normkit.layers import PositionEncoding
+
+    encoder = model.build_qrn(3, 4, 10, dim=6).get_layer("position_encoding")
+    assert isinstance(encoder, PositionEncoding)
+    assert encoder.use_padded_length  # J = padded length, as before: bAbI numbers unchanged
