@@ -10,7 +10,6 @@ from keras_normkit.layers.position_encoding import PositionEncoding
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
 from keras_normkit.layers.selu import SELU
-from keras_normkit.layers.weight_normalization import WeightNormalization
 
 __all__ = [
     "SELU",
@@ -27,6 +26,5 @@ __all__ = [
     "ConvexCombination",
     "QRN",
     "QRNCell",
-    "WeightNormalization",
     "PositionEncoding",
 ]
