@@ -10,6 +10,7 @@ from keras_normkit.layers.position_encoding import PositionEncoding
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
 from keras_normkit.layers.selu import SELU
+from keras_normkit.layers.weight_normalization import WeightNormalization
 
 __all__ = [
     "SELU",
@@ -26,5 +27,6 @@ __all__ = [
     "ConvexCombination",
     "QRN",
     "QRNCell",
+    "WeightNormalization",
     "PositionEncoding",
 ]
