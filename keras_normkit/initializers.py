@@ -20,6 +20,7 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_int, check_number, check_seed
+from keras_normkit.backend.keras_compat import call_count
 
 __all__ = ["ConvolutionDeltaOrthogonal", "lsuv_initialize"]
 
@@ -204,10 +205,10 @@ def lsuv_initialize(model, x, target_variance=1.0, tolerance=0.05, max_iteration
         if sequential:
             inputs = hidden
         else:
-            if len(layer._inbound_nodes) != 1:
+            if call_count(layer) != 1:
                 raise ValueError(
                     f"`lsuv_initialize` needs each kernel layer to be called once in the model; "
-                    f"layer {layer.name!r} is called {len(layer._inbound_nodes)} times."
+                    f"layer {layer.name!r} is called {call_count(layer)} times."
                 )
             inputs = keras.Model(model.input, layer.input)(x, training=False)
         report.append(_rescale_layer(layer, inputs, target_variance, tolerance, max_iterations))

@@ -152,3 +152,26 @@ def nested_layers(layer):
     # held as attributes of a custom layer appear in no public list; Keras walks them with
     # the private `_flatten_layers`, which this calls.
     return list(layer._flatten_layers(include_self=False))
+
+
+__all__ += ["call_count", "graph_nodes"]
+
+
+def call_count(layer):
+    """How many times `layer` was called on symbolic inputs (0 for a non-layer).
+
+    No public equivalent: Keras records a layer's calls in a model graph only in the private
+    `_inbound_nodes`; a shared layer (called twice) cannot be folded or rescaled on its own,
+    and nothing public says whether a layer is shared.
+    """
+    return len(getattr(layer, "_inbound_nodes", ()))
+
+
+def graph_nodes(model):
+    """Every node (one call of one operation) of a Functional model's graph.
+
+    No public equivalent: a node carries what a graph rewrite needs (its operation, its
+    input tensors and the call's keyword arguments, e.g. `training=True`) and Keras exposes
+    the nodes only through the private `_nodes_by_depth`.
+    """
+    return [node for depth in model._nodes_by_depth.values() for node in depth]

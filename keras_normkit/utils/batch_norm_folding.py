@@ -12,7 +12,7 @@ Reference: Ioffe & Szegedy, "Batch Normalization", ICML 2015, arXiv:1502.03167.
 import keras
 import numpy as np
 
-from keras_normkit.backend.keras_compat import producing_layer
+from keras_normkit.backend.keras_compat import call_count, graph_nodes, producing_layer
 
 __all__ = ["fold_batch_normalization"]
 
@@ -106,7 +106,7 @@ def _copy_weights(old, new):
 
 def _find_pairs_functional(model):
     """{id(bn): (producer, bn)} for every foldable pair, and {bn name: reason} for the rest."""
-    nodes = [n for depth in model._nodes_by_depth.values() for n in depth]
+    nodes = graph_nodes(model)
     consumers = {}
     for node in nodes:
         for tensor in node.input_tensors:
@@ -121,7 +121,7 @@ def _find_pairs_functional(model):
             skipped[bn.name] = "it is called with training=True (batch statistics)"
             continue
         tensors = node.input_tensors
-        if len(bn._inbound_nodes) != 1 or len(tensors) != 1:
+        if call_count(bn) != 1 or len(tensors) != 1:
             skipped[bn.name] = "it is shared (called more than once)"
             continue
         (tensor,) = tensors
@@ -129,7 +129,7 @@ def _find_pairs_functional(model):
         if consumers.get(id(tensor), 0) != 1 or id(tensor) in outputs:
             skipped[bn.name] = f"the output of `{producer.name}` is also used elsewhere"
             continue
-        if len(getattr(producer, "_inbound_nodes", ())) != 1:
+        if call_count(producer) != 1:
             skipped[bn.name] = f"`{producer.name}` is shared or not a layer"
             continue
         reason = _why_not_foldable(producer, bn, len(tensor.shape))

@@ -204,3 +204,18 @@ def test_nested_layers_walks_attributes_recursively():
     assert {"block", "inner_dense", "inner_model", "deep"} <= names
     assert "outer" not in names
     assert {layer.name for layer in model.layers} == {"block", "inner_model"}  # not recursive
+
+
+def test_call_count_and_graph_nodes():
+    from keras_normkit.backend.keras_compat import call_count, graph_nodes
+
+    shared = keras.layers.Dense(3, name="shared")
+    once = keras.layers.Dense(3, name="once")
+    inputs = keras.Input((3,))
+    outputs = keras.layers.Add()([shared(inputs), shared(once(inputs))])
+    model = keras.Model(inputs, outputs)
+    assert call_count(shared) == 2 and call_count(once) == 1
+    assert call_count(keras.layers.Dense(2)) == 0 and call_count("not a layer") == 0
+    calls = sorted(node.operation.name for node in graph_nodes(model))
+    assert calls.count("shared") == 2 and calls.count("once") == 1
+    assert {"add", "once", "shared"} <= set(calls)
