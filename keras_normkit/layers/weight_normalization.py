@@ -62,15 +62,19 @@ class WeightNormalization(keras.layers.Wrapper):
     `g_offset` and, if the wrapped layer has a bias, `bias_offset`, then the wrapped
     layer's `kernel` (`v`) and `bias`.
 
-    Porting from TF-Addons' `tfa.layers.WeightNormalization` (whose `get_weights()` is
-    `[g, v, bias, initialized]`, `v` the wrapped layer's kernel, `initialized` a boolean):
-    with `data_init=True`, `set_weights([g, 1.0, zeros_like(g), zeros_like(bias), v,
-    bias])` (drop the `bias` entries for a layer without bias); with `data_init=False`,
-    `set_weights([g, v, bias])`. The forward pass is the same (`w = g * v / ||v||`, bias,
-    activation). A TF-Addons model saved with `initialized=False` would re-run its own
-    data-dependent initialization, which normalizes with the raw `v` rather than
-    `v / ||v||`; port initialized models. TF-Addons normalizes a transposed convolution's
-    kernel per *input* channel; this layer normalizes per output channel.
+    Porting from TF-Addons' `tfa.layers.WeightNormalization`: its `get_weights()` is
+    `[g, v, bias, initialized]` (`g` the wrapper's own trainable weight, `v` the wrapped
+    layer's kernel, then its bias, then the boolean flag), followed with `data_init=True`
+    by `[v_copy, bias_copy]`, the variables of the non-trainable clone it runs for the
+    data-dependent initialization (unused once initialized: drop them). Map them as
+    `[g, float(initialized), zeros_like(g), zeros_like(bias), v, bias]` for
+    `WeightNormalization(..., data_init=True)` (without `zeros_like(bias)` and `bias` for a
+    layer without bias) and `[g, v, bias]` for `data_init=False`, and `set_weights` them.
+    The forward pass is the same (`w = g * v / ||v||`, bias, activation). Port initialized
+    models: TF-Addons' own data-dependent initialization measures the pre-activation with
+    the raw `v` rather than `v / ||v||`, so on an uninitialized model the two differ.
+    TF-Addons normalizes a transposed convolution's kernel per *input* channel; this layer
+    normalizes per output channel, so only Dense and ConvND weights port as they are.
 
     Args:
         layer: A `keras.layers.Dense`, `Conv1D`, `Conv2D`, `Conv3D`, `Conv1DTranspose`,

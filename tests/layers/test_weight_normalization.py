@@ -309,11 +309,12 @@ def tfa_weight_norm_forward(x, tfa_weights, activation=np.tanh):
     """TF-Addons' WeightNormalization(Dense) forward, from its source, in NumPy.
 
     `tfa_weights` is its `get_weights()`: `[g, v, bias, initialized]` (the wrapper's own
-    trainable `g`, then the wrapped layer's kernel `v` and bias, then the boolean flag).
+    trainable `g`, then the wrapped layer's kernel `v` and bias, then the boolean flag;
+    with `data_init=True` followed by the data-init clone's copies of kernel and bias).
     Initialized, its call is `kernel = l2_normalize(v, axis=[0]) * g` (l2_normalize divides
     by `sqrt(max(sum(v**2), 1e-12))`) followed by the Dense layer: `act(x @ kernel + b)`.
     """
-    g, v, b, initialized = tfa_weights
+    g, v, b, initialized = tfa_weights[:4]
     assert initialized
     v = v.astype("float64")
     kernel = v / np.sqrt(np.maximum((v**2).sum(axis=0, keepdims=True), 1e-12)) * g
@@ -321,8 +322,8 @@ def tfa_weight_norm_forward(x, tfa_weights, activation=np.tanh):
 
 
 def _tfa_to_ours(tfa_weights, data_init=True):
-    """TF-Addons `[g, v, bias, initialized]` -> ours (see the class docstring)."""
-    g, v, b, initialized = tfa_weights
+    """TF-Addons `[g, v, bias, initialized(, v_copy, bias_copy)]` -> ours (class docstring)."""
+    g, v, b, initialized = tfa_weights[:4]
     if data_init:
         return [g, np.float32(initialized), np.zeros_like(g), np.zeros_like(b), v, b]
     return [g, v, b]
@@ -331,12 +332,12 @@ def _tfa_to_ours(tfa_weights, data_init=True):
 @pytest.mark.parametrize("data_init", [True, False])
 def test_tfa_port_gives_the_same_outputs(data_init):
     rng = np.random.default_rng(7)
-    tfa_weights = [
-        rng.uniform(0.3, 3.0, size=(4,)).astype("float32"),
-        rng.normal(size=(6, 4)).astype("float32") * 0.05,
-        rng.normal(size=(4,)).astype("float32"),
-        np.array(True),
-    ]
+    g = rng.uniform(0.3, 3.0, size=(4,)).astype("float32")
+    v = rng.normal(size=(6, 4)).astype("float32") * 0.05
+    b = rng.normal(size=(4,)).astype("float32")
+    tfa_weights = [g, v, b, np.array(True)]
+    if data_init:  # the clone's copies, as initialized at build time (stale afterwards)
+        tfa_weights += [rng.normal(size=(6, 4)).astype("float32"), np.zeros(4, "float32")]
     x = rng.normal(size=(10, 6)).astype("float32")
     model = keras.Sequential(
         [
