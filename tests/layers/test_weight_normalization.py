@@ -382,7 +382,7 @@ def test_config_round_trip():
 # -- training speed (slow) ----------------------------------------------------------------
 
 
-def _digits_loss(weight_norm, epochs=5, depth=8, seed=0):
+def _digits_loss(weight_norm, epochs=3, depth=8, seed=0):
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -409,4 +409,5 @@ def _digits_loss(weight_norm, epochs=5, depth=8, seed=0):
 def test_deep_net_trains_faster_on_digits():
     plain = _digits_loss(weight_norm=False)
     normalized = _digits_loss(weight_norm=True)
-    assert normalized < 0.7 * plain, (normalized, plain)
+    # Seen: 3 epochs, 8 tanh layers: about 1.06 without, 0.11 with (TensorFlow).
+    assert normalized < 0.5 * plain, (normalized, plain)
