@@ -1,5 +1,6 @@
 """Model utilities of keras_normkit."""
 
 from keras_normkit.utils.batch_norm_folding import fold_batch_normalization
+from keras_normkit.utils.batch_norm_statistics import recompute_batch_norm_statistics
 
-__all__ = ["fold_batch_normalization"]
+__all__ = ["fold_batch_normalization", "recompute_batch_norm_statistics"]
