@@ -307,3 +307,14 @@ def test_tf_data_x_and_xy_and_synchronized():
         recompute_batch_norm_statistics(model, dataset.repeat(), verbose=0)
     report = recompute_batch_norm_statistics(model, dataset.repeat(), steps=3, verbose=0)
     assert report[0]["count"] == 24
+
+
+def test_masked_positions_are_left_out():
+    tokens = np.array([[1, 2, 0, 0], [3, 0, 0, 0], [2, 2, 1, 0]], "int32")
+    inputs = keras.Input((4,), dtype="int32")
+    embed = keras.layers.Embedding(4, 3, mask_zero=True)
+    bn = keras.layers.BatchNormalization()
+    model = keras.Model(inputs, bn(embed(inputs)))
+    report = recompute_batch_norm_statistics(model, tokens, verbose=0)
+    assert report[0]["count"] == 6  # the unmasked positions only
+    assert_stats(bn, to_numpy(embed.embeddings)[tokens[tokens != 0]])
