@@ -13,6 +13,7 @@ import numbers
 import keras
 import numpy as np
 
+from keras_normkit.backend.keras_compat import graph_nodes
 from keras_normkit.utils.batch_norm_folding import _is_graph_model
 
 __all__ = ["recompute_batch_norm_statistics"]
@@ -67,17 +68,22 @@ def _walk(model, input_level, levels):
             level = _visit(layer, level, levels)
         return level
     level_of = {id(t): input_level for t in keras.tree.flatten(model.inputs)}
-    for depth in sorted(model._nodes_by_depth, reverse=True):
-        for node in model._nodes_by_depth[depth]:
-            if isinstance(node.operation, keras.layers.InputLayer):
-                continue
+    nodes = [n for n in graph_nodes(model) if not isinstance(n.operation, keras.layers.InputLayer)]
+    # Levels only grow, so sweeping the nodes until nothing changes needs no topological order.
+    for _ in range(len(nodes) + 1):
+        changed = False
+        for node in nodes:
             level = max(
                 (level_of.get(id(t), input_level) for t in node.input_tensors),
                 default=input_level,
             )
             out = _visit(node.operation, level, levels)
             for tensor in keras.tree.flatten(node.output_tensors):
-                level_of[id(tensor)] = out
+                if level_of.get(id(tensor)) != out:
+                    level_of[id(tensor)] = out
+                    changed = True
+        if not changed:
+            break
     return max(
         (level_of.get(id(t), input_level) for t in keras.tree.flatten(model.outputs)),
         default=input_level,
