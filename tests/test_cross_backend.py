@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 
@@ -23,6 +24,14 @@ from tests import cross_backend_worker as worker
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # backend -> module
 TOLERANCE = 1e-5
+
+# The test runs all three backends itself, in subprocesses, whatever this process's backend:
+# one run (from the TensorFlow suite, `make test` and `make test-keras-min`) covers them all,
+# so `make test-jax` and `make test-torch` do not repeat it.
+pytestmark = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="runs every backend in subprocesses; run once, from the TensorFlow suite",
+)
 
 
 def _shapes(x):
