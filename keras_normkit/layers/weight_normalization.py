@@ -139,7 +139,7 @@ class WeightNormalization(keras.layers.Wrapper):
         shape[self._channel_axis(output_rank)] = -1
         return ops.reshape(per_unit, shape)
 
-    def _direction(self):
+    def _normalized_kernel(self):
         v = ops.cast(self.layer.kernel, "float32")
         axes = self._norm_axes(len(v.shape))
         squared = ops.sum(ops.square(v), axis=axes, keepdims=True)
@@ -244,7 +244,7 @@ class WeightNormalization(keras.layers.Wrapper):
     def call(self, inputs, training=None):
         compute_dtype = self.compute_dtype
         inputs = ops.cast(inputs, compute_dtype)
-        direction = ops.cast(self._direction(), compute_dtype)
+        direction = ops.cast(self._normalized_kernel(), compute_dtype)
         # The layer is linear in its kernel: x * (g v/||v||) = g * (x * v/||v||).
         t = self._apply_kernel(inputs, direction)
         rank = len(t.shape)
