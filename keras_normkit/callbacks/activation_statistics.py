@@ -7,6 +7,7 @@ import numpy as np
 
 from keras_normkit._validation import check_bool, check_int
 from keras_normkit.callbacks._state import StatefulCallback
+from keras_normkit.callbacks._watched import check_layers_argument, watched_layers
 
 
 def percentile_key(percentile):
@@ -82,15 +83,7 @@ class ActivationStatistics(StatefulCallback):
         super().__init__()
         if probe_data is None:
             raise ValueError("`probe_data` must be the model's input for a probe batch.")
-        if layers is not None:
-            if isinstance(layers, (str, keras.layers.Layer)):
-                layers = [layers]
-            layers = list(layers)
-            if not layers or not all(isinstance(x, (str, keras.layers.Layer)) for x in layers):
-                raise TypeError(
-                    "`layers` must be None or a non-empty list of layer names or layers. "
-                    f"Received: layers={layers!r}"
-                )
+        layers = check_layers_argument(layers)
         try:
             percentiles = tuple(float(p) for p in percentiles)
         except (TypeError, ValueError):
@@ -117,21 +110,7 @@ class ActivationStatistics(StatefulCallback):
                 "ActivationStatistics needs a built Sequential or Functional model (one with "
                 f"`model.inputs`). Received: {type(model).__name__}"
             )
-        if self.layers is None:
-            return [x for x in model.layers if not isinstance(x, keras.layers.InputLayer)]
-        found = []
-        for layer in self.layers:
-            if isinstance(layer, str):
-                try:
-                    layer = model.get_layer(layer)
-                except ValueError:
-                    names = [x.name for x in model.layers]
-                    raise ValueError(
-                        f"`layers` names a layer the model does not have: {layer!r}. "
-                        f"Its layers are: {names}"
-                    ) from None
-            found.append(layer)
-        return found
+        return watched_layers(model, self.layers)
 
     def _build_probe(self):
         watched = self._watched_layers()

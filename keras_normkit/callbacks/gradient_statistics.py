@@ -8,6 +8,7 @@ import numpy as np
 from keras_normkit._validation import check_bool, check_int
 from keras_normkit.backend.gradients import gradient_function
 from keras_normkit.callbacks._state import StatefulCallback
+from keras_normkit.callbacks._watched import check_layers_argument, watched_layers
 from keras_normkit.callbacks.activation_statistics import truncate_history
 
 SATURATING = ("sigmoid", "tanh", "softsign")
@@ -102,15 +103,7 @@ class GradientStatistics(StatefulCallback):
                 "`probe_data` must be (x, y) or (x, y, sample_weight). "
                 f"Received: a sequence of length {len(probe_data)}"
             )
-        if layers is not None:
-            if isinstance(layers, (str, keras.layers.Layer)):
-                layers = [layers]
-            layers = list(layers)
-            if not layers or not all(isinstance(x, (str, keras.layers.Layer)) for x in layers):
-                raise TypeError(
-                    "`layers` must be None or a non-empty list of layer names or layers. "
-                    f"Received: layers={layers!r}"
-                )
+        layers = check_layers_argument(layers)
         self.probe_data = tuple(probe_data)
         self.layers = layers
         self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, 1)
@@ -121,22 +114,7 @@ class GradientStatistics(StatefulCallback):
         self._gradients = None
 
     def _watched_layers(self):
-        model = self.model
-        if self.layers is None:
-            return [x for x in model.layers if not isinstance(x, keras.layers.InputLayer)]
-        found = []
-        for layer in self.layers:
-            if isinstance(layer, str):
-                try:
-                    layer = model.get_layer(layer)
-                except ValueError:
-                    names = [x.name for x in model.layers]
-                    raise ValueError(
-                        f"`layers` names a layer the model does not have: {layer!r}. "
-                        f"Its layers are: {names}"
-                    ) from None
-            found.append(layer)
-        return found
+        return watched_layers(self.model, self.layers)
 
     def _build(self):
         if not getattr(self.model, "inputs", None):
