@@ -61,8 +61,11 @@ def every_layer_model():
     c = keras.layers.RNN(L.LayerNormGRUCell(UNITS), return_sequences=True)(c)
     from_cells = keras.layers.RNN(L.LayerNormSimpleRNNCell(UNITS))(c)
     # The feed-forward layers.
-    f = keras.layers.Concatenate()([from_layers, from_cells])
-    f = keras.layers.Dense(16, kernel_initializer="lecun_normal")(f)
+    # Sentences of words: each story vector read as 2 words of D / 2 features.
+    words = keras.layers.Reshape((T, 2, D // 2))(story)
+    from_words = keras.layers.GlobalAveragePooling1D()(L.PositionEncoding()(words))
+    f = keras.layers.Concatenate()([from_layers, from_cells, from_words])
+    f = L.WeightNormalization(keras.layers.Dense(16, kernel_initializer="lecun_normal"))(f)
     f = L.SELU(fixed_point=(0.1, 1.2))(f)
     f = L.AlphaDropout(0.1, fixed_point=(0.1, 1.2))(f)
     f = L.ScaleNormalization()(f)
