@@ -3,10 +3,10 @@
 import inspect
 
 import keras
-import numpy as np
 import pytest
 
 from keras_normkit.callbacks import EarlyStopping, ReduceLROnPlateau
+from tests.callbacks.test_early_stopping import FakeModel
 
 PAIRS = [
     (EarlyStopping, keras.callbacks.EarlyStopping),
@@ -62,19 +62,6 @@ def test_the_check_fails_on_a_drifted_default():
 
     with pytest.raises(AssertionError, match="optional"):
         assert_same_defaults(Required, keras.callbacks.ReduceLROnPlateau)
-
-
-class FakeModel:
-    def __init__(self):
-        self.stop_training = False
-        self.epoch = None
-        self.metrics = []
-
-    def get_weights(self):
-        return [np.array(self.epoch)]
-
-    def set_weights(self, weights):
-        self.epoch = int(weights[0])
 
 
 def drive(callback, val):
