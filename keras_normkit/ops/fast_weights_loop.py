@@ -202,10 +202,13 @@ class ChunkedLoop:
         m = None if mask is None else ops.cast(mask, dtype)
         keep_out = m is not None and not self.zero_output_for_mask
         main = None if n_chunks is None else n_chunks * chunk
-        body_x = ops.reshape(projected[:, :main], (batch, -1, chunk, units))
+        # A static chunk count where there is one (never -1: with an unknown batch size
+        # TensorFlow would lose the static length).
+        count = -1 if n_chunks is None else n_chunks
+        body_x = ops.reshape(projected[:, :main], (batch, count, chunk, units))
         body = body_x  # the mask travels as one more feature: keras' TF loop wants one tensor
         if m is not None:
-            body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, -1, chunk, 1))], -1)
+            body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, count, chunk, 1))], -1)
         out_prev0 = ops.zeros((batch, units), dtype)
         memory = self.implementation == "memory"
         # Loops over consecutive ranges of chunks. The memory form's history fills up as the
@@ -297,7 +300,7 @@ class ChunkedLoop:
             a = states[-1]
         last = last[:, -1]
         if all_outputs:
-            outputs = ops.reshape(outputs, (batch, -1, units))
+            outputs = ops.reshape(outputs, (batch, -1 if main is None else main, units))
         if tail:
             # The last `tail < chunk` steps, outside the loop, on the matrix.
             t_out, h, _, stacked, end_w, end_d = self.run_chunk(

@@ -58,6 +58,16 @@ def _shift(x, shift, fill):
     return ops.pad(x, widths, constant_values=fill)[:, :steps]
 
 
+def _count(steps, pad, size):
+    """The number of blocks of `size` in `steps + pad` steps: an int when `steps` is static.
+
+    Never `-1` in a reshape of a static length: with an unknown batch size TensorFlow then
+    loses the static length, and the next level (or the gradient's scan) takes the much
+    slower path for an unknown length (0.1 s instead of 1 ms for 10 steps).
+    """
+    return (steps + pad) // size if isinstance(steps, int) else -1
+
+
 def _hillis_steele(a, b, passes):
     """Inclusive scan of the maps `h -> a_t h + b_t` along axis 1 in `passes` doubling steps.
 
@@ -86,12 +96,13 @@ def _blocked_scan(a, b, level=0):
     a, b = _hillis_steele(
         ops.reshape(a, (-1, _BLOCK, gates)), ops.reshape(b, (-1, _BLOCK, units)), passes
     )
-    a = ops.reshape(a, (batch, -1, _BLOCK, gates))
-    b = ops.reshape(b, (batch, -1, _BLOCK, units))
+    blocks = _count(steps, pad, _BLOCK)
+    a = ops.reshape(a, (batch, blocks, _BLOCK, gates))
+    b = ops.reshape(b, (batch, blocks, _BLOCK, units))
     # The true state at each block end, then carried into the next block.
     h_end = _blocked_scan(a[:, :, -1], b[:, :, -1], level + 1)
     h = b + a * ops.expand_dims(_shift(h_end, 1, 0.0), 2)
-    return ops.reshape(h, (batch, -1, units))[:, :steps]
+    return ops.reshape(h, (batch, _count(steps, pad, 1), units))[:, :steps]
 
 
 def _decay_factors(log_a):
@@ -141,13 +152,14 @@ def _chunked_scan(a, b, level=0):
     if not static or pad:
         log_a = ops.pad(log_a, [[0, 0], [0, pad]])  # log 1 = 0: padded steps carry the state
         b = ops.pad(b, [[0, 0], [0, pad], [0, 0]])
-    log_a = ops.reshape(log_a, (batch, -1, _CHUNK))
+    chunks = _count(steps, pad, _CHUNK)
+    log_a = ops.reshape(log_a, (batch, chunks, _CHUNK))
     decay, from_start = _decay_factors(log_a)
-    h = ops.matmul(decay, ops.reshape(b, (batch, -1, _CHUNK, units)))
+    h = ops.matmul(decay, ops.reshape(b, (batch, chunks, _CHUNK, units)))
     # The state entering each chunk, carried with the chunk's decay from its start to t.
     h_end = _chunked_scan(from_start[:, :, -1:], h[:, :, -1], level + 1)
     h = h + ops.expand_dims(from_start, -1) * ops.expand_dims(_shift(h_end, 1, 0.0), 2)
-    return ops.reshape(h, (batch, -1, units))[:, :steps]
+    return ops.reshape(h, (batch, _count(steps, pad, 1), units))[:, :steps]
 
 
 def _scan(a, b):
@@ -216,6 +228,9 @@ def _scan_with_gradient(a, b):
     def grad(*args, upstream=None):
         if upstream is None:
             (upstream,) = args
+        # TensorFlow may hand over the upstream gradient with an unknown static shape; give
+        # it `h`'s, so the backward scan takes the static-length path as the forward did.
+        upstream = ops.reshape(upstream, ops.shape(h))
         # g_t = dL/dh_t + a_{t+1} g_{t+1}: the same linear scan, backward in time.
         a_next = _shift(ops.flip(a, axis=1), 1, 1.0)
         g = ops.flip(_scan(a_next, ops.flip(upstream, axis=1)), axis=1)
