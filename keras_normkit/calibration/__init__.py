@@ -3,6 +3,11 @@
 * Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`,
   `VectorScaling`, `MatrixScaling`, fitted with `wrapper.calibrate(x, y)` (used before it,
   they raise `NotCalibratedError`).
+* Beyond scaling (one-vs-rest, renormalized; Zadrozny & Elkan 2001/2002, Platt 1999):
+  `HistogramBinning` / `fit_histogram_binning` (`binning.py`), `IsotonicCalibration` /
+  `fit_isotonic_calibration` (`isotonic.py`), `PlattScaling` / `fit_platt_scaling`
+  (`platt.py`); the fit functions return `HistogramBinningMap`, `IsotonicCalibrationMap`
+  and `PlattScalingMap`, whose `predict` applies the map in NumPy.
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -10,6 +15,11 @@
 * Large validation sets: `collect_logits` (batch-wise, spilled to a memmap beyond a budget).
 """
 
+from keras_normkit.calibration.binning import (
+    HistogramBinning,
+    HistogramBinningMap,
+    fit_histogram_binning,
+)
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
 from keras_normkit.calibration.fitting import (
     fit_matrix_scaling,
@@ -24,6 +34,12 @@ from keras_normkit.calibration.functional import (
     maximum_calibration_error,
     negative_log_likelihood,
 )
+from keras_normkit.calibration.isotonic import (
+    IsotonicCalibration,
+    IsotonicCalibrationMap,
+    fit_isotonic_calibration,
+)
+from keras_normkit.calibration.platt import PlattScaling, PlattScalingMap, fit_platt_scaling
 from keras_normkit.calibration.reliability import reliability_diagram
 from keras_normkit.calibration.wrappers import (
     MatrixScaling,
@@ -35,15 +51,24 @@ from keras_normkit.calibration.wrappers import (
 __all__ = [
     "CalibrationBins",
     "CollectedLogits",
+    "HistogramBinning",
+    "HistogramBinningMap",
+    "IsotonicCalibration",
+    "IsotonicCalibrationMap",
     "MatrixScaling",
     "NotCalibratedError",
+    "PlattScaling",
+    "PlattScalingMap",
     "TemperatureScaling",
     "VectorScaling",
     "calibration_bins",
     "classwise_expected_calibration_error",
     "collect_logits",
     "expected_calibration_error",
+    "fit_histogram_binning",
+    "fit_isotonic_calibration",
     "fit_matrix_scaling",
+    "fit_platt_scaling",
     "fit_temperature",
     "fit_vector_scaling",
     "maximum_calibration_error",

@@ -13,6 +13,11 @@ JAX loop detaches them until the loop ends; calibrate before serving); loading a
 calibrated wrapper (`.keras` or `load_weights`) restores it calibrated, and `set_weights`
 marks it calibrated.
 
+`HistogramBinning`, `IsotonicCalibration` and `PlattScaling` (in `binning.py`,
+`isotonic.py` and `platt.py`, each next to its fit function) subclass
+`_OneVsRestCalibrator` below: their maps act one-vs-rest on each class's probability (or
+log-odds) and renormalize, instead of acting on the logits.
+
 A classifier whose last layer applies softmax or sigmoid is handled by recovering its
 logits as log-probabilities: softmax(log p / T) = softmax(z / T) exactly, since softmax is
 shift-invariant (binary: log(p / (1 - p)) = z). Probabilities that underflowed to 0 in
@@ -30,7 +35,7 @@ import numpy as np
 from keras import ops
 
 from keras_normkit.backend import keras_compat
-from keras_normkit.calibration import collect, fitting
+from keras_normkit.calibration import _one_vs_rest, _validation, collect, fitting
 
 __all__ = ["NotCalibratedError", "TemperatureScaling", "VectorScaling", "MatrixScaling"]
 
@@ -156,6 +161,10 @@ class _CalibratedClassifier(keras.Model):
 
     def _calibration_weights_created(self):
         raise NotImplementedError
+
+    def _create_weights_for_calibration(self, num_classes):
+        """Called by `calibrate` before `_fit` when the weights do not exist yet."""
+        self._create_calibration_weights(num_classes)
 
     def _apply(self, logits):
         raise NotImplementedError
@@ -309,7 +318,8 @@ class _CalibratedClassifier(keras.Model):
 
         Runs the wrapped classifier once over the data (in inference mode, with a progress
         bar), collecting its logits batch by batch (spilled to a temporary memmap file
-        beyond `max_memory_bytes`), then fits the map by minimum NLL.
+        beyond `max_memory_bytes`), then fits the map in NumPy (by minimum NLL for the scaling
+        and Platt maps, least squares for binning and isotonic regression).
 
         Args:
             x: Held-out inputs (NumPy arrays) or a batched `tf.data.Dataset` of `(x, y)`.
@@ -349,7 +359,7 @@ class _CalibratedClassifier(keras.Model):
         ) as data:
             if not self._calibration_weights_created():
                 self.num_classes = data.logits.shape[1]
-                self._create_calibration_weights(self.num_classes)
+                self._create_weights_for_calibration(self.num_classes)
             self._fit(data.logits, data.labels)
         self._is_calibrated = True
         # One call on one example records the input structure, as a first call of any Keras
@@ -375,6 +385,54 @@ class _CalibratedClassifier(keras.Model):
         config = dict(config)
         config["model"] = keras.saving.deserialize_keras_object(config["model"])
         return cls(**config)
+
+
+class _OneVsRestCalibrator(_CalibratedClassifier):
+    """Shared machinery of the one-vs-rest maps (histogram binning, isotonic, Platt).
+
+    The map acts on c columns (c = 1 for a binary classifier: the probability of class 1;
+    c = k otherwise: each class's probability, or its log-odds for Platt scaling); for
+    c > 1 the calibrated columns are renormalized to sum to 1 (a zero row becomes uniform).
+    With `output="logits"` the wrapper returns log-probabilities (floored at 1.2e-38), or
+    the log-odds of the calibrated probability for c = 1: softmax/sigmoid of them gives the
+    calibrated probabilities back.
+    """
+
+    def _columns(self, logits):
+        """The c columns the map reads, from the classifier's logits (keras.ops)."""
+        return _one_vs_rest.ops_columns(logits)
+
+    def _map_columns(self, columns):
+        raise NotImplementedError
+
+    def _numpy_columns(self, logits):
+        """The columns to fit on, computed with the same `keras.ops` as the served graph.
+
+        So that a value seen at fitting time is, bit for bit, the value the served graph
+        compares with the fitted thresholds. Computed in row chunks (memmap OK).
+        """
+        parts = []
+        for rows in _validation.chunk_slices(len(logits), logits.shape[1]):
+            chunk = ops.convert_to_tensor(np.asarray(_validation.read_rows(logits, rows)))
+            parts.append(np.asarray(ops.convert_to_numpy(self._columns(chunk)), np.float64))
+        return np.concatenate(parts)
+
+    def _num_columns(self, num_classes):
+        return 1 if num_classes == 1 else num_classes
+
+    def call(self, inputs, training=False):
+        self._check_calibrated()
+        logits = self._logits(self.classifier(inputs, training=training))
+        q = _one_vs_rest.ops_renormalize(self._map_columns(self._columns(logits)))
+        if self.output_type == "probabilities":
+            return q
+        floored = ops.maximum(q, _TINY)
+        if q.shape[-1] == 1:
+            return ops.log(floored) - ops.log(ops.maximum(1.0 - q, _TINY))
+        return ops.log(floored)
+
+    def _check_calibrated_map(self):
+        self._check_calibrated("report a fitted map")
 
 
 _COMMON_ARGS = """        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or

@@ -4,6 +4,8 @@ and `tf.distribute.MirroredStrategy` training (TensorFlow backend only).
 * `test_every_layer_*`: one functional model holding every public layer and cell, wrapped
   in a calibrated `TemperatureScaling`, goes `.keras` -> reload -> SavedModel -> a fresh
   interpreter in which importing keras_normkit is impossible.
+* `test_one_vs_rest_calibrators_*`: the same path for `HistogramBinning`,
+  `IsotonicCalibration` and `PlattScaling` around a self-normalizing classifier.
 * `test_tflite_*`: the feed-forward pieces convert and run in the TFLite interpreter; for
   the recurrent layers the current state (which convert, which do not and why) is asserted,
   so a change in Keras/TFLite or in the layers is noticed.
@@ -24,9 +26,14 @@ import pytest
 
 import keras_normkit.layers
 from keras_normkit import layers as L
-from keras_normkit.calibration import TemperatureScaling
+from keras_normkit.calibration import (
+    HistogramBinning,
+    IsotonicCalibration,
+    PlattScaling,
+    TemperatureScaling,
+)
 from tests.conftest import requires_tensorflow
-from tests.test_export import run_in_fresh_process
+from tests.test_export import run_in_fresh_process, snn_model
 
 pytestmark = requires_tensorflow
 
@@ -150,6 +157,53 @@ def test_every_layer_calibrated_saved_reloaded_and_served_without_library(tmp_pa
     assert info == {"keras_normkit_imported": False, "inputs": ["question", "story"]}
     np.testing.assert_allclose(np.load(data / "signature.npy"), expected, atol=1e-5)
     np.testing.assert_allclose(np.load(data / "serve.npy"), expected, atol=1e-5)
+
+
+SERVE_CALIBRATORS = """
+import json, sys
+sys.modules["keras_normkit"] = None  # any attempt to import the library now fails
+import numpy as np
+import tensorflow as tf
+root, names = sys.argv[1], sys.argv[2].split(",")
+x = tf.constant(np.load(f"{root}/x.npy"))
+for name in names:
+    served = tf.saved_model.load(f"{root}/{name}")
+    np.save(f"{root}/{name}.npy", served.serve(x).numpy())
+loaded = [m for m, mod in sys.modules.items() if m.startswith("keras_normkit") and mod]
+print(json.dumps({"keras_normkit_imported": bool(loaded)}))
+"""
+
+
+def test_one_vs_rest_calibrators_saved_reloaded_and_served_without_library(tmp_path):
+    model = snn_model()
+    x = np.random.default_rng(0).normal(size=(800, 8)).astype("float32")
+    logits = keras.ops.convert_to_numpy(model(x))
+    labels = noisy_labels(logits, seed=3, noise=0.5)
+    x_test = x[600:]
+    uncalibrated = keras.ops.convert_to_numpy(keras.ops.softmax(model(x_test)))
+    wrappers = {
+        "histogram_binning": HistogramBinning(model, num_bins=5, strategy="quantile"),
+        "isotonic": IsotonicCalibration(model),
+        "platt": PlattScaling(model),
+    }
+    expected = {}
+    for name, wrapper in wrappers.items():
+        wrapper.calibrate(x[:600], labels[:600], verbose=0)
+        expected[name] = keras.ops.convert_to_numpy(wrapper(x_test))
+        assert np.abs(expected[name] - uncalibrated).max() > 1e-2, name  # the map is visible
+        wrapper.save(tmp_path / f"{name}.keras")
+        reloaded = keras.models.load_model(tmp_path / f"{name}.keras")  # no custom_objects
+        assert type(reloaded) is type(wrapper)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(reloaded(x_test)), expected[name], atol=1e-6
+        )
+        reloaded.export(str(tmp_path / name), verbose=False)
+    np.save(tmp_path / "x.npy", x_test)
+    info = run_in_fresh_process(SERVE_CALIBRATORS, str(tmp_path), ",".join(wrappers), cwd=tmp_path)
+    assert info == {"keras_normkit_imported": False}
+    for name, value in expected.items():
+        np.testing.assert_allclose(np.load(tmp_path / f"{name}.npy"), value, atol=1e-5)
+        np.testing.assert_allclose(value.sum(-1), 1.0, atol=1e-5)  # renormalized
 
 
 # -- TFLite --------------------------------------------------------------------------------

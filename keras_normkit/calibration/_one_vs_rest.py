@@ -1,0 +1,167 @@
+"""One-vs-rest machinery shared by histogram binning, isotonic calibration and Platt scaling.
+
+A binary classifier (one logit, or one probability of class 1) has one column to calibrate:
+the probability of class 1. A classifier with k >= 2 outputs has k columns: column j is the
+probability p_j (or, for Platt scaling, its log-odds), calibrated against the indicator
+[y == j]. The k calibrated values q_j are then renormalized to sum to 1 (Zadrozny & Elkan
+2002; Guo et al. 2017, Section 4.1). A row whose k calibrated values are all 0 has no
+direction left to renormalize: it becomes the uniform distribution 1/k (as scikit-learn's
+`CalibratedClassifierCV` does), never NaN.
+
+NumPy functions (for the fits, in float64) and their `keras.ops` twins (for the served graph,
+in float32) live side by side here so that both follow one definition.
+"""
+
+import numpy as np
+from keras import ops
+
+from keras_normkit.calibration import _validation
+
+_TINY32 = float(np.finfo(np.float32).tiny)
+
+
+# --------------------------------------------------------------------------------------
+# NumPy (fitting and the maps' `predict`).
+# --------------------------------------------------------------------------------------
+
+
+def probability_columns(probabilities, labels, name="probabilities"):
+    """Validated `(n, c)` float64 columns, `(n,)` int labels, and whether the input is binary.
+
+    Binary input (`(n,)` or `(n, 1)` probabilities of class 1) gives one column (c = 1),
+    `(n, k)` softmax probabilities give k columns.
+    """
+    _, binary = _validation.check_logits(probabilities, name)
+    checked = _validation.check_probabilities(probabilities, name)  # (n, 2) when binary
+    labels = _validation.check_labels(labels, *checked.shape)
+    columns = checked[:, 1:] if binary else checked
+    return columns, labels, binary
+
+
+def checked_columns(probabilities, num_columns):
+    """Validated float64 columns of `probabilities` for a map fitted on `num_columns`."""
+    _, binary = _validation.check_logits(probabilities, "probabilities")
+    checked = _validation.check_probabilities(probabilities)
+    columns = checked[:, 1:] if binary else checked
+    if columns.shape[1] != num_columns:
+        raise ValueError(
+            f"The map was fitted on {num_columns} column(s) ("
+            + ("a binary classifier" if num_columns == 1 else f"{num_columns} classes")
+            + f"). Received probabilities of shape {np.shape(probabilities)}."
+        )
+    return columns
+
+
+def targets(labels, column, num_columns):
+    """The 0/1 target of one-vs-rest column `column`: [y == 1] when binary, else [y == j]."""
+    return (labels == (1 if num_columns == 1 else column)).astype(np.float64)
+
+
+def renormalize(q):
+    """Rows of `q` `(n, c)` divided by their sums (c > 1); zero rows become uniform."""
+    if q.shape[1] == 1:
+        return q
+    total = q.sum(axis=1, keepdims=True)
+    uniform = np.full_like(q, 1.0 / q.shape[1])
+    return np.divide(q, total, out=uniform, where=total > 0)
+
+
+def as_input_shape(q, probabilities):
+    """Calibrated `(n, c)` values in the shape of the input (`(n,)` stays `(n,)`)."""
+    return q[:, 0] if np.ndim(probabilities) == 1 else q
+
+
+def log_odds(logits):
+    """Log-odds log(p_j / (1 - p_j)) of softmax(z) `(n, k)`, or z itself for one logit.
+
+    Computed without forming 1 - p_j: with e_j = exp(z_j - max z), the sum over the other
+    classes is the sum of the non-maximal e_j for the arg-max class and 1 + that sum - e_j
+    (>= 1, no cancellation) for the others.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    if z.shape[1] == 1:
+        return z
+    d = z - z.max(axis=1, keepdims=True)
+    e = np.exp(d)
+    is_max = np.zeros(z.shape, dtype=bool)
+    is_max[np.arange(len(z)), z.argmax(axis=1)] = True
+    rest = np.where(is_max, 0.0, e).sum(axis=1, keepdims=True)
+    others = np.where(is_max, rest, 1.0 + rest - e)
+    return d - np.log(np.maximum(others, np.finfo(np.float64).tiny))
+
+
+def softmax_columns(logits):
+    """Float64 columns to calibrate from logits: sigmoid(z) for one logit, else softmax(z)."""
+    z = np.asarray(logits, dtype=np.float64)
+    if z.shape[1] == 1:
+        return np.exp(-np.logaddexp(0.0, -z))
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------
+# keras.ops (the wrappers' call).
+# --------------------------------------------------------------------------------------
+
+
+def ops_columns(logits):
+    """sigmoid(z) for one logit, softmax(z) for k >= 2: the probabilities to calibrate."""
+    if logits.shape[-1] == 1:
+        return ops.sigmoid(logits)
+    return ops.softmax(logits, axis=-1)
+
+
+def ops_log_odds(logits):
+    """`keras.ops` twin of `log_odds` (float32)."""
+    if logits.shape[-1] == 1:
+        return logits
+    num = logits.shape[-1]
+    d = logits - ops.max(logits, axis=-1, keepdims=True)
+    e = ops.exp(d)
+    is_max = ops.one_hot(ops.argmax(logits, axis=-1), num, dtype=logits.dtype)
+    rest = ops.sum(e * (1.0 - is_max), axis=-1, keepdims=True)
+    others = is_max * rest + (1.0 - is_max) * (1.0 + rest - e)
+    return d - ops.log(ops.maximum(others, _TINY32))
+
+
+def ops_renormalize(q):
+    """`keras.ops` twin of `renormalize`."""
+    if q.shape[-1] == 1:
+        return q
+    total = ops.sum(q, axis=-1, keepdims=True)
+    positive = ops.greater(total, 0.0)
+    safe = ops.where(positive, total, ops.ones_like(total))
+    return ops.where(positive, q / safe, ops.ones_like(q) / q.shape[-1])
+
+
+def ops_count_below(table, values, strict):
+    """For every `values[i, j]`: how many entries of the sorted row `table[j]` are below it.
+
+    `table` is `(c, B)`, each row non-decreasing; `values` is `(n, c)`. Counts entries
+    `< value` (`strict=True`) or `<= value`. A branch-free binary search in keras.ops:
+    ceil(log2(B + 1)) rounds of one gather and one comparison, for every backend and for
+    SavedModel export (no `searchsorted` over a batch of tables is needed).
+    """
+    num_columns, size = table.shape
+    flat = ops.reshape(table, (-1,))
+    offsets = ops.arange(num_columns, dtype="int32") * size
+    position = ops.cast(ops.zeros_like(values), "int32")
+    step = 1
+    while 2 * step <= size:
+        step *= 2
+    while step >= 1 and size > 0:
+        candidate = position + step
+        index = ops.minimum(candidate, size) - 1 + offsets
+        entry = ops.take(flat, index)
+        below = ops.less(entry, values) if strict else ops.less_equal(entry, values)
+        accept = ops.logical_and(ops.less_equal(candidate, size), below)
+        position = ops.where(accept, candidate, position)
+        step //= 2
+    return position
+
+
+def ops_gather(table, index):
+    """`table[j, index[i, j]]` for a `(c, B)` table and `(n, c)` int32 indices."""
+    num_columns, size = table.shape
+    offsets = ops.arange(num_columns, dtype="int32") * size
+    return ops.take(ops.reshape(table, (-1,)), index + offsets)
