@@ -6,7 +6,10 @@ export KERAS_BACKEND ?= tensorflow
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_ENABLE_ONEDNN_OPTS ?= 0
 export PYTHONHASHSEED ?= 0
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+# Tests run in parallel (pytest-xdist), one worker per core by default; `make test WORKERS=0`
+# runs them in one process.
+WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS)
 # Extra pip arguments for the installs (test-keras-min passes a constraints file).
 PIP_ARGS ?=
 
@@ -37,7 +40,7 @@ test: $(VENV)/.installed-dev
 
 # The same files on the other backends: tests marked `requires_tensorflow` (and, on PyTorch,
 # `requires_xla`) skip themselves there (tests/conftest.py); nothing is selected by file list.
-# JAX runs the suite in four pytest processes (every file still runs once): a single JAX process
+# JAX runs the suite in four pytest runs (every file still runs once): a single JAX process
 # that had run ~500 tests segfaulted inside XLA compilation twice (once in test_linear_scan,
 # once in test_constraints; each file passes on its own). The jax2tf export tests, which load
 # TensorFlow into the JAX process, run apart.
