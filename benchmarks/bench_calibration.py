@@ -8,7 +8,15 @@
    the peak of NumPy/Python allocations (tracemalloc), the resident memory before, and the
    peak resident memory during `calibrate` (Linux VmHWM, reset just before the call).
 
-    .venv/bin/python benchmarks/bench_calibration.py
+3. `--section nonparametric`: on 10^6 binary scores, `fit_isotonic_calibration` vs
+   scikit-learn's `IsotonicRegression(out_of_bounds="clip").fit`, and
+   `fit_histogram_binning` (15 bins, uniform and quantile) vs a NumPy reference (a mask
+   per bin) and scikit-learn's `calibration_curve` (the same bins): interleaved rounds
+   (ours, then theirs, 5 times), median and best times, ratios, and the largest difference
+   of the fitted maps.
+
+    .venv/bin/python benchmarks/bench_calibration.py                # sections 1 and 2
+    .venv/bin/python benchmarks/bench_calibration.py --section nonparametric
 """
 
 import os
@@ -134,9 +142,106 @@ def bench_memory():
         )
 
 
+def interleaved(functions, rounds=5):
+    """Run each function once per round, in turn; per function (median, best) seconds."""
+    times = {name: [] for name in functions}
+    results = {}
+    for _ in range(rounds):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: (float(np.median(t)), min(t)) for name, t in times.items()}, results
+
+
+def binning_reference(p, y, num_bins, strategy):
+    """Histogram binning in plain NumPy: one boolean mask per bin (edges as calibration_curve)."""
+    if strategy == "uniform":
+        edges = np.linspace(0.0, 1.0, num_bins + 1)
+    else:
+        edges = np.percentile(p, np.linspace(0, 1, num_bins + 1) * 100)
+    values, lower = [], -np.inf
+    for m in range(1, num_bins + 1):
+        upper = edges[m] if m < num_bins else np.inf
+        in_bin = (p > lower) & (p <= upper)
+        if in_bin.any():
+            values.append(y[in_bin].mean())
+            lower = upper
+    return np.array(values)
+
+
+def bench_nonparametric(n=1_000_000):
+    from sklearn.calibration import calibration_curve
+    from sklearn.isotonic import IsotonicRegression
+
+    from keras_normkit.calibration import fit_histogram_binning, fit_isotonic_calibration
+
+    rng = np.random.default_rng(0)
+    p = rng.random(n)
+    y = (rng.random(n) < p**2).astype(np.int64)  # over-confident scores: P(y=1) = p^2
+    grid = np.linspace(0, 1, 100_001)
+
+    print(f"Isotonic calibration, {n:,} binary scores (5 interleaved rounds)")
+    stats, fitted = interleaved(
+        {
+            "ours": lambda: fit_isotonic_calibration(p, y),
+            "sklearn": lambda: IsotonicRegression(out_of_bounds="clip").fit(p, y),
+        }
+    )
+    gap = np.abs(fitted["ours"].predict(grid) - fitted["sklearn"].predict(grid)).max()
+    ours, theirs = stats["ours"], stats["sklearn"]
+    print(
+        f"  keras_normkit.fit_isotonic_calibration: median {ours[0] * 1e3:8.1f} ms, best "
+        f"{ours[1] * 1e3:8.1f} ms, {len(fitted['ours'].x_thresholds[0])} thresholds"
+    )
+    print(
+        f"  sklearn IsotonicRegression.fit:         median {theirs[0] * 1e3:8.1f} ms, best "
+        f"{theirs[1] * 1e3:8.1f} ms, {len(fitted['sklearn'].X_thresholds_)} thresholds"
+    )
+    print(
+        f"  ratio ours/theirs (median) = {ours[0] / theirs[0]:.2f}; largest |difference| of "
+        f"the maps on 100,001 points = {gap:.1e}"
+    )
+
+    for strategy in ("uniform", "quantile"):
+        print(f"\nHistogram binning, 15 {strategy} bins, {n:,} binary scores (5 rounds)")
+        stats, fitted = interleaved(
+            {
+                "ours": lambda s=strategy: fit_histogram_binning(p, y, 15, s),
+                "numpy": lambda s=strategy: binning_reference(p, y, 15, s),
+                "curve": lambda s=strategy: calibration_curve(y, p, n_bins=15, strategy=s),
+            }
+        )
+        gap = max(
+            np.abs(fitted["ours"].values[0] - fitted["numpy"]).max(),
+            np.abs(fitted["ours"].values[0] - fitted["curve"][0]).max(),
+        )
+        for name, label in (
+            ("ours", "keras_normkit.fit_histogram_binning"),
+            ("numpy", "NumPy reference (a mask per bin)  "),
+            ("curve", "sklearn calibration_curve         "),
+        ):
+            median, best = stats[name]
+            print(f"  {label}: median {median * 1e3:7.1f} ms, best {best * 1e3:7.1f} ms")
+        print(
+            f"  ratio ours/NumPy reference = {stats['ours'][0] / stats['numpy'][0]:.2f}, "
+            f"ours/calibration_curve = {stats['ours'][0] / stats['curve'][0]:.2f} (medians); "
+            f"largest |difference| of the bin values = {gap:.1e}"
+        )
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--memory-child":
         memory_child(int(sys.argv[2]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--section":
+        sections = {
+            "temperature": bench_fit_temperature,
+            "memory": bench_memory,
+            "nonparametric": bench_nonparametric,
+        }
+        if sys.argv[2] not in sections:
+            sys.exit(f"--section must be one of {', '.join(sections)}; got {sys.argv[2]!r}")
+        sections[sys.argv[2]]()
     else:
         bench_fit_temperature()
         bench_memory()

