@@ -395,7 +395,8 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
     c > 1 the calibrated columns are renormalized to sum to 1 (a zero row becomes uniform).
     With `output="logits"` the wrapper returns log-probabilities (floored at 1.2e-38), or
     the log-odds of the calibrated probability for c = 1: softmax/sigmoid of them gives the
-    calibrated probabilities back.
+    calibrated probabilities back. The fits hold the n x c columns in float64 (the logits
+    themselves may be a spilled memmap, read in chunks).
     """
 
     def _columns(self, logits):
