@@ -157,11 +157,21 @@ def _isotonic_weights_are_sized_once(tmp_path):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(x[:8])), expected, atol=2e-6)
 
 
+def _zero_rows_are_uniform_in_the_graph():
+    x, y = problem(8, 1000, 3)
+    wrapper = IsotonicCalibration(scaled_classifier(3)).calibrate(x, y, verbose=0)
+    weights = wrapper.get_weights()
+    weights[-1] = np.zeros_like(weights[-1])  # y_thresholds: every class maps to 0
+    wrapper.set_weights(weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(wrapper(x[:4])), 1 / 3, atol=1e-7)
+
+
 def test_wrapper_math(tmp_path):
     """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
     _served_outputs_equal_fit_functions()
     _binary_platt_logits_are_exact_and_probability_models_work()
     _isotonic_weights_are_sized_once(tmp_path)
+    _zero_rows_are_uniform_in_the_graph()
 
 
 # ---------------------------------------------------------------------------------------
