@@ -48,8 +48,10 @@ def test_one_step_matches_numpy():
     for shape, conv_scaling in cases + [((5, 3, 7), True)]:
         w = np.random.default_rng(0).normal(size=shape).astype("float32") * 0.2
         out = ParsevalConstraint(beta=0.05, conv_scaling=conv_scaling)(w)
+        # The (3, 3, 4, 6) kernel with conv scaling is outside the basin (s_max ~ 5 >
+        # sqrt(1 + 1/0.05) = 4.6): rescaled first, then retracted (see the safeguard tests).
         np.testing.assert_allclose(
-            to_numpy(out), numpy_retraction(w, 0.05, conv_scaling), rtol=1e-5, atol=1e-6
+            to_numpy(out), numpy_safeguarded_step(w, 0.05, conv_scaling), rtol=1e-5, atol=1e-6
         )
 
 
@@ -144,7 +146,8 @@ def _constrained_model(constraint, conv=False):
 @pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=requires_xla)])
 def test_applied_after_each_optimizer_step(jit_compile):
     # With a zero learning rate the update is zero, so after one step the kernel is
-    # exactly the retraction of its initial value (Keras applies constraints after it).
+    # exactly the retraction of its initial value (Keras applies constraints after it);
+    # the Glorot conv kernel is outside the basin for beta = 0.3, so it is rescaled first.
     for conv in (False, True):
         model = _constrained_model(ParsevalConstraint(beta=0.3), conv=conv)
         kernel = model.layers[1].kernel
@@ -152,7 +155,7 @@ def test_applied_after_each_optimizer_step(jit_compile):
         model.compile(keras.optimizers.SGD(0.0), "mse", jit_compile=jit_compile)
         x = np.random.default_rng(0).normal(size=(4,) + model.input_shape[1:]).astype("float32")
         model.fit(x, np.zeros((4,) + model.output_shape[1:], "float32"), epochs=1, verbose=0)
-        np.testing.assert_allclose(kernel.numpy(), numpy_retraction(before, 0.3), atol=1e-5)
+        np.testing.assert_allclose(kernel.numpy(), numpy_safeguarded_step(before, 0.3), atol=1e-5)
 
 
 @requires_tensorflow  # JAX's compiled step does not carry the constraint's seed state.
@@ -199,6 +202,324 @@ def test_keras_round_trip_and_config():
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     restored = keras.constraints.deserialize(keras.constraints.serialize(constraint))
     assert restored.get_config() == config
+
+
+# --------------------------------------------------------------------------------------
+# ParsevalConstraint: the basin safeguard
+# --------------------------------------------------------------------------------------
+#
+# Per singular value the step is f(s) = (1 + beta) s - beta s^3. Its basin of 1 is
+# (0, sqrt(1 + 1/beta)); the constraint lets through singular values up to
+# t(beta) = sqrt(2 (1 + beta) / (3 beta)) and rescales the (conv-scaled) matrix by the
+# scalar t / sqrt(||G||_inf) when the row-sum bound ||G||_inf of s_max^2 exceeds t^2.
+# The formulas are written out here independently of the library.
+
+
+def safe_bound(beta):
+    return math.sqrt(2 * (1 + beta) / (3 * beta))
+
+
+def conv_scale(shape, conv_scaling=True):
+    return math.sqrt(np.prod(shape[:-2])) if conv_scaling and len(shape) > 2 else 1.0
+
+
+def scaled_matrix(w, conv_scaling=True):
+    """The (conv-scaled) matrix whose singular values the constraint drives to 1."""
+    w = np.asarray(w, dtype="float64")
+    return w.reshape(-1, w.shape[-1]) * conv_scale(w.shape, conv_scaling)
+
+
+def scaled_singular_values(w):
+    return np.linalg.svd(scaled_matrix(w), compute_uv=False)
+
+
+def row_sum_bound(w, conv_scaling=True):
+    """||G||_inf, the largest absolute row sum of the smaller Gram matrix (>= s_max^2)."""
+    m = scaled_matrix(w, conv_scaling)
+    gram = m.T @ m if m.shape[1] <= m.shape[0] else m @ m.T
+    return np.max(np.sum(np.abs(gram), axis=1))
+
+
+def numpy_safeguarded_step(w, beta, conv_scaling=True):
+    """The documented step in float64: multiply by min(1, t / sqrt(||G||_inf)), retract."""
+    bound = row_sum_bound(w, conv_scaling)
+    c = 1.0 if bound <= safe_bound(beta) ** 2 else safe_bound(beta) / np.sqrt(bound)
+    return numpy_retraction(np.asarray(w, "float64") * c, beta, conv_scaling)
+
+
+def polar_factor(m):
+    u, _, vt = np.linalg.svd(m, full_matrices=False)
+    return u @ vt
+
+
+def plain_constraint(w, beta, num_iterations=1):
+    """The constraint as it was before the safeguard (frozen copy): scale, plain steps, unscale."""
+    w = keras.ops.convert_to_tensor(w)
+    scale = conv_scale(w.shape)
+    m = keras.ops.reshape(w, (-1, w.shape[-1]))
+    if scale != 1.0:
+        m = m * keras.ops.cast(scale, m.dtype)
+    b = keras.ops.cast(beta, m.dtype)
+    for _ in range(num_iterations):
+        rows, cols = m.shape
+        if cols <= rows:
+            product = keras.ops.matmul(m, keras.ops.matmul(keras.ops.transpose(m), m))
+        else:
+            product = keras.ops.matmul(keras.ops.matmul(m, keras.ops.transpose(m)), m)
+        m = (1.0 + b) * m - b * product
+    if scale != 1.0:
+        m = m / keras.ops.cast(scale, m.dtype)
+    return to_numpy(keras.ops.reshape(m, w.shape))
+
+
+def conv_lipschitz(kernel, size=16, iterations=60, seed=0):
+    """The Lipschitz constant of the stride-1 'same' convolution on size x size images.
+
+    Power iteration on conv_transpose(conv(x)): `keras.ops.conv_transpose` with the same
+    kernel and 'same' padding is the adjoint of `keras.ops.conv` (checked here), so this is
+    power iteration on A^T A and returns a lower bound of ||A||_2 that converges to it.
+    Padding: zeros ('same'), what `Conv2D(padding="same")` does. For it the bound is
+    ||A||_2 <= sqrt(kh*kw) * ||W_matrix||_2, because each input pixel lies in at most kh*kw
+    zero-padded patches (periodic padding: exactly kh*kw, same bound). So a scaled matrix
+    with every singular value within 1e-3 of 1 gives ||A||_2 <= 1.001; 1.01 leaves room for
+    float32 round-off in 2 * iterations convolutions, and is still far below what a
+    kernel without the sqrt(kh*kw) scaling gives (see test_conv_kernel_gets_lipschitz_bound_one).
+    """
+    kernel = keras.ops.convert_to_tensor(np.asarray(kernel, "float32"))
+    cin, cout = kernel.shape[2], kernel.shape[3]
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(1, size, size, cin)).astype("float32")
+    b = rng.normal(size=(1, size, size, cout)).astype("float32")
+    forward = to_numpy(keras.ops.conv(a, kernel, padding="same"))
+    adjoint = to_numpy(keras.ops.conv_transpose(b, kernel, padding="same"))
+    np.testing.assert_allclose(np.sum(forward * b), np.sum(a * adjoint), rtol=1e-4)
+    x = keras.ops.convert_to_tensor(a)
+    for _ in range(iterations):
+        y = keras.ops.conv(x, kernel, padding="same")
+        x = keras.ops.conv_transpose(y, kernel, padding="same")
+        x = x / keras.ops.sqrt(keras.ops.sum(x * x))
+    y = keras.ops.conv(x, kernel, padding="same")
+    return float(to_numpy(keras.ops.sqrt(keras.ops.sum(y * y))))
+
+
+def test_plain_step_of_the_reported_failure_overflows():
+    # The failure the safeguard is for (issue 17): without it, |w| ~ 1e9 after 3 calls and
+    # inf after 5; with it, finite and inside the bound at every call.
+    w = np.random.default_rng(0).normal(0, 0.3, (3, 3, 4, 8)).astype("float32")
+    assert scaled_singular_values(w)[0] > math.sqrt(1 + 1 / 0.1)  # outside the basin
+    with np.errstate(all="ignore"):
+        assert np.max(np.abs(plain_constraint(w, 0.1, 3))) > 1e8
+        assert not np.all(np.isfinite(plain_constraint(w, 0.1, 5)))
+    out = w
+    for _ in range(5):
+        out = to_numpy(ParsevalConstraint(beta=0.1)(out))
+        assert np.all(np.isfinite(out))
+        assert scaled_singular_values(out)[0] <= safe_bound(0.1) * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("beta", [1e-3, 0.1, 0.5, 0.9])
+@pytest.mark.parametrize("shape", [(40, 6), (6, 40), (3, 3, 4, 6)])
+def test_rescale_happens_exactly_above_t_beta(beta, shape):
+    # Orthogonal columns (rows when cols > rows): the Gram matrix is diagonal, so the
+    # row-sum bound is s_max^2 itself and the rescale must start exactly at s_max = t(beta).
+    t = safe_bound(beta)
+    rows, cols = int(np.prod(shape[:-1])), shape[-1]
+    q, _ = np.linalg.qr(np.random.default_rng(rows).normal(size=(max(rows, cols), min(rows, cols))))
+    for ratio in (0.999, 1.001):
+        values = np.linspace(0.3, 1.0, min(rows, cols)) * ratio * t
+        m = q * values if cols <= rows else (q * values).T
+        w = (m / conv_scale(shape)).reshape(shape).astype("float32")
+        out = to_numpy(ParsevalConstraint(beta=beta)(w))
+        c = 1.0 if ratio < 1 else 1.0 / ratio  # the largest value is put at t exactly
+        s = np.sort(c * values)[::-1]
+        expected_values = np.sort((1 + beta) * s - beta * s**3)[::-1]
+        np.testing.assert_allclose(scaled_singular_values(out), expected_values, rtol=2e-5)
+        expected = numpy_retraction(w.astype("float64") * c, beta)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5 * np.max(np.abs(expected)))
+
+
+@pytest.mark.parametrize("beta", [1e-3, 0.1, 0.5, 0.9])
+def test_every_singular_value_up_to_t_beta_converges_without_crossing_zero(beta):
+    # A diagonal kernel: its singular values are its diagonal, and the bound is exact.
+    t = safe_bound(beta)
+    values = np.concatenate([np.linspace(0.02, 1.0, 40) * t, [t * (1 - 1e-6)]])
+    w = np.diag(values).astype("float32")
+    constraint = ParsevalConstraint(beta=beta, num_iterations=5)
+    distance = np.abs(values - 1.0)
+    for _ in range(40 if beta < 0.01 else 30):
+        w = to_numpy(constraint(w))
+        d = np.diag(w).astype("float64")
+        assert np.all(np.isfinite(w)) and np.all(d > 0) and np.all(d <= t * (1 + 1e-6))
+        np.testing.assert_array_equal(w - np.diag(np.diag(w)), 0.0)  # stays diagonal
+        if beta <= 0.5:  # f is then monotone towards 1 on (0, t]: never farther from 1
+            assert np.all(np.abs(d - 1.0) <= distance + 1e-6)
+        distance = np.abs(d - 1.0)
+    if beta >= 0.1:
+        assert np.all(distance <= 1e-3), distance.max()
+    else:  # 200 steps of beta = 1e-3: every unit has moved towards 1
+        assert np.all(distance < np.abs(values - 1.0) - 1e-3 * np.abs(values - 1.0))
+
+
+LARGE_KERNELS = [
+    pytest.param((256, 512), 1.0, id="dense-256x512-std1"),
+    pytest.param((256, 512), 10.0, id="dense-256x512-std10"),
+    pytest.param((3, 3, 4, 8), 0.3, id="conv-3x3x4x8-std0.3"),
+    pytest.param((3, 3, 64, 64), 1.0, id="conv-3x3x64x64-std1"),
+]
+
+
+@pytest.mark.parametrize("beta,calls", [(0.1, 60), (0.5, 20), (0.9, 45)])
+@pytest.mark.parametrize("shape,std", LARGE_KERNELS)
+def test_large_random_kernels_stay_finite_and_converge(shape, std, beta, calls):
+    w = np.random.default_rng(len(shape) + int(std)).normal(0, std, shape).astype("float32")
+    assert scaled_singular_values(w)[0] > math.sqrt(1 + 1 / beta)  # outside the basin
+    constraint = ParsevalConstraint(beta=beta)
+    for call in range(calls):
+        w = to_numpy(constraint(w))
+        assert np.all(np.isfinite(w)), call
+        if call < 2:  # every call returns singular values <= t(beta)
+            assert scaled_singular_values(w)[0] <= safe_bound(beta) * (1 + 1e-5)
+    s = scaled_singular_values(w)
+    assert np.all(np.abs(s - 1.0) <= 1e-3), (s.min(), s.max())
+    if len(shape) == 4:
+        assert conv_lipschitz(w) <= 1.01
+
+
+@pytest.mark.parametrize("shape,std", LARGE_KERNELS)
+def test_large_random_kernels_small_beta_make_monotone_progress(shape, std):
+    # beta = 1e-3 needs thousands of steps to reach 1e-3; here: finite after every call,
+    # every singular value <= t(beta) = 25.8 from the first call on, and then the spread
+    # around 1 shrinks at every call (the largest comes down, the smallest goes up).
+    beta = 1e-3
+    w = np.random.default_rng(7).normal(0, std, shape).astype("float32")
+    constraint = ParsevalConstraint(beta=beta, num_iterations=10)
+    previous = None
+    for call in range(8):
+        w = to_numpy(constraint(w))
+        assert np.all(np.isfinite(w)), call
+        s = scaled_singular_values(w)
+        assert s[0] <= safe_bound(beta) * (1 + 1e-5)
+        if previous is not None:
+            assert s[0] <= previous[0] + 1e-5 and (s[-1] >= previous[-1] - 1e-5 or s[-1] >= 1)
+        previous = s
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    beta=st.floats(1e-4, 0.9999),
+    log_scale=st.floats(-4.0, 30.0),
+    shape=st.sampled_from([(12, 6), (6, 12), (3, 3, 2, 4)]),
+)
+def test_property_finite_bounded_same_frame_for_any_beta_and_scale(seed, beta, log_scale, shape):
+    w = np.random.default_rng(seed).normal(size=shape) * 10.0**log_scale
+    w = w.astype("float32")
+    constraint = ParsevalConstraint(beta=beta)
+    out = to_numpy(constraint(w))
+    assert np.all(np.isfinite(out))
+    # The documented step (rescale by min(1, t / sqrt(||G||_inf)), then retract).
+    expected = numpy_safeguarded_step(w, beta)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5 * np.max(np.abs(expected)))
+    assert scaled_singular_values(out)[0] <= safe_bound(beta) * (1 + 1e-5)
+    # Scalar rescales and steps inside the basin keep the singular vectors and their signs:
+    # the kernel heads for the same frame (the polar factor of the input) at every call.
+    target = polar_factor(scaled_matrix(w))
+    for _ in range(4):
+        out = to_numpy(constraint(out))
+        assert np.all(np.isfinite(out))
+        np.testing.assert_allclose(polar_factor(scaled_matrix(out)), target, atol=1e-3)
+
+
+@pytest.mark.parametrize("beta", [1e-3, 0.05, 0.5, 0.9])
+def test_kernels_inside_the_basin_are_unchanged(beta):
+    # Near a frame (orthogonal initializer, small perturbations as between optimizer
+    # steps) the row-sum bound is below t(beta)^2 and the constraint is the plain step of
+    # before the safeguard, bit for bit; moderate random kernels too for small beta.
+    rng = np.random.default_rng(5)
+    orthogonal = keras.initializers.Orthogonal(seed=1)
+    kernels = [
+        to_numpy(orthogonal((128, 64))) + rng.normal(0, 0.002, (128, 64)),
+        to_numpy(orthogonal((64, 128))) + rng.normal(0, 0.002, (64, 128)),
+        (to_numpy(orthogonal((144, 32))) / 3 + rng.normal(0, 0.002, (144, 32))).reshape(
+            3, 3, 16, 32
+        ),
+    ]
+    if beta <= 0.05:  # the kernels of test_one_step_matches_numpy, and larger ones
+        kernels += [rng.normal(0, 0.2, (20, 8)), rng.normal(0, 0.1, (3, 3, 4, 6))]
+        kernels += [rng.normal(0, 0.03, (256, 512)), rng.normal(0, 0.04, (3, 3, 16, 16))]
+    for w in kernels:
+        w = w.astype("float32")
+        assert row_sum_bound(w) < safe_bound(beta) ** 2 * (1 - 1e-3)  # inside the gate
+        out = to_numpy(ParsevalConstraint(beta=beta, num_iterations=3)(w))
+        np.testing.assert_array_equal(out, plain_constraint(w, beta, 3))  # bit for bit
+        expected = w
+        for _ in range(3):
+            expected = numpy_retraction(expected, beta)
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+        # Just above the gate the kernel is rescaled, so the step differs from the plain one.
+        if beta >= 0.5:
+            over = w * (safe_bound(beta) / math.sqrt(row_sum_bound(w)) * 1.01)
+            out = to_numpy(ParsevalConstraint(beta=beta)(over.astype("float32")))
+            assert np.max(np.abs(out - plain_constraint(over.astype("float32"), beta))) > 1e-4
+
+
+def test_non_finite_kernel_is_returned_unchanged():
+    for bad in (np.nan, np.inf, -np.inf):
+        w = np.random.default_rng(0).normal(0, 0.1, (3, 3, 4, 8)).astype("float32")
+        w[1, 2, 3, 4] = bad
+        np.testing.assert_array_equal(to_numpy(ParsevalConstraint(beta=0.1)(w)), w)
+        # With a subset the bad entry stays where it is, whether its unit is drawn or not.
+        constraint = ParsevalConstraint(beta=0.1, row_fraction=0.5, seed=0)
+        out = w
+        for _ in range(6):
+            out = to_numpy(constraint(out))
+            assert np.sum(~np.isfinite(out)) == 1 and not np.isfinite(out[1, 2, 3, 4])
+
+
+def test_huge_finite_kernels_give_finite_results():
+    rng = np.random.default_rng(1)
+    signs = rng.choice([-1.0, 1.0], size=(64, 32))
+    for w in (rng.normal(0, 1e30, (64, 32)), signs * 3.4e38, signs * 1e-30):
+        w = w.astype("float32")
+        constraint = ParsevalConstraint(beta=0.5)
+        for _ in range(20):
+            w = to_numpy(constraint(w))
+            assert np.all(np.isfinite(w))
+            assert scaled_singular_values(w)[0] <= safe_bound(0.5) * (1 + 1e-5)
+
+
+def test_zero_and_rank_deficient_kernels():
+    zero = to_numpy(
+        ParsevalConstraint(beta=0.5, num_iterations=3)(np.zeros((3, 3, 4, 8), "float32"))
+    )
+    np.testing.assert_array_equal(zero, 0.0)
+    # A zero column is an exact zero singular value: it stays zero, the rest goes to 1
+    # (a partial isometry), with no NaN on the way.
+    w = np.random.default_rng(2).normal(0, 3.0, (30, 10)).astype("float32")
+    w[:, 4] = 0.0
+    constraint = ParsevalConstraint(beta=0.5)
+    for _ in range(40):
+        w = to_numpy(constraint(w))
+        assert np.all(np.isfinite(w))
+    np.testing.assert_array_equal(w[:, 4], 0.0)
+    s = scaled_singular_values(w)
+    np.testing.assert_allclose(s[:-1], 1.0, atol=1e-3)
+    assert s[-1] <= 1e-6
+    # Tiny singular values grow by about 1 + beta per step; nothing is divided by them.
+    tiny = np.diag([1e-30, 1e-12, 1e-6, 0.5, 1.0]).astype("float32")
+    out = to_numpy(ParsevalConstraint(beta=0.5)(tiny))
+    np.testing.assert_allclose(
+        np.diag(out), numpy_safeguarded_step(tiny, 0.5).diagonal(), rtol=1e-6
+    )
+
+
+def test_row_fraction_brings_a_large_kernel_back():
+    # Each call rescales and retracts only the drawn units (their own Gram matrix).
+    w = np.random.default_rng(3).normal(0, 10.0, (64, 40)).astype("float32")
+    constraint = ParsevalConstraint(beta=0.5, row_fraction=0.5, seed=0)
+    for _ in range(200):
+        w = to_numpy(constraint(w))
+        assert np.all(np.isfinite(w))
+    np.testing.assert_allclose(scaled_singular_values(w), 1.0, atol=1e-3)
 
 
 BAD_ARGUMENTS = [
