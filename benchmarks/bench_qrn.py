@@ -1,7 +1,8 @@
 """QRN benchmark: parallel scan vs the step loop and vs `keras.layers.GRU` (one run).
 
 Times one forward+backward pass (the loss is the sum of the outputs; gradients of all
-weights and inputs) in a compiled `tf.function`, at B = 32, d = 64, units = 64, and prints
+weights and inputs) in a compiled `tf.function` whose batch size is unknown (as in
+`model.fit`), at B = 32, d = 64, units = 64, and prints
 ratios (QRN / other; below 1 means QRN is faster). Then the peak memory held by TensorFlow's
 CPU allocator (inputs, activations, gradients; one fresh process per T) during parallel
 forward+backward passes at T = 1000, 2000, 5000: linear in T means a constant multiple
@@ -49,7 +50,11 @@ def make_step(kind, steps):
 
     forward(*inputs)  # build
 
-    @tf.function
+    # The batch size unknown to the graph, as in `model.fit` (a fixed-size signature once hid
+    # a lost static length that made QRN's `fit` ~100x slower than this benchmark said).
+    signature = [tf.TensorSpec((None, *t.shape[1:]), t.dtype) for t in inputs]
+
+    @tf.function(input_signature=signature)
     def step(*tensors):
         with tf.GradientTape() as tape:
             tape.watch(tensors)
