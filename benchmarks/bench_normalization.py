@@ -1,15 +1,19 @@
 """Layer-normalized RNNs, ScaleNormalization and batch-norm folding vs what Keras offers.
 
-    python benchmarks/bench_normalization.py [--repeats 10] [--rounds 3]
+    python benchmarks/bench_normalization.py [--repeats 10] [--rounds 3] [--section all]
 
 One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
 
-* a training step (`model.train_on_batch`, Adam) of `LayerNormLSTM` vs `keras.layers.LSTM`
-  and `LayerNormGRU` vs `keras.layers.GRU`, batch 64, 50 steps, 32 features, 128 units
-  (target <= 1.6);
+* `--section rnn`: a training step (`model.train_on_batch`, Adam) of `LayerNormLSTM` vs
+  `keras.layers.LSTM` and `LayerNormGRU` vs `keras.layers.GRU`, batch 64, 50 steps,
+  32 features, 128 units (target <= 1.3);
+* `--section predict`: `predict_on_batch` of the same `LayerNormLSTM` model vs the `LSTM`
+  one, and the same models exported (`model.export`) and served from the reloaded
+  SavedModel (target <= 1.5);
+* `--section scale` and `--section fold`:
 * forward+backward of `ScaleNormalization` vs `keras.layers.LayerNormalization` on a
   (4096, 1024) float32 tensor (target <= 1.0);
-* inference of a Conv/BN/ReLU network folded by `fold_batch_normalization` vs the original
+  inference of a Conv/BN/ReLU network folded by `fold_batch_normalization` vs the original
   (target: folded faster), batch 64 of 32x32x3 images.
 
 Each case runs with XLA off and on. The two sides are timed in interleaved rounds (median
@@ -19,6 +23,7 @@ TensorFlow's default oneDNN setting is kept (on for x86 CPUs).
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -64,6 +69,29 @@ def rnn_train_step(layer_cls, jit, batch=64, steps=50, features=32, units=128):
     return lambda: model.train_on_batch(x, y)
 
 
+def rnn_model(layer_cls, steps=50, features=32, units=128):
+    keras.utils.set_random_seed(0)
+    return keras.Sequential(
+        [keras.Input((steps, features)), layer_cls(units), keras.layers.Dense(10)]
+    )
+
+
+def rnn_predict(layer_cls, jit, batch=64, steps=50, features=32):
+    x = np.random.default_rng(0).normal(size=(batch, steps, features)).astype("float32")
+    model = rnn_model(layer_cls, steps, features)
+    model.compile(jit_compile=jit)
+    return lambda: model.predict_on_batch(x)
+
+
+def rnn_served(layer_cls, directory, batch=64, steps=50, features=32):
+    """The model exported as a SavedModel (`model.export`), reloaded and served."""
+    x = tf.constant(np.random.default_rng(0).normal(size=(batch, steps, features)), tf.float32)
+    path = os.path.join(directory, layer_cls.__name__)
+    rnn_model(layer_cls, steps, features).export(path, verbose=False)
+    loaded = tf.saved_model.load(path)  # kept alive: `serve` reads its variables
+    return lambda: loaded.serve(x).numpy()
+
+
 def forward_backward(layer, x, jit):
     layer.build(x.shape)
 
@@ -103,7 +131,7 @@ def inference(model, x, jit):
     return lambda: run().numpy()
 
 
-def main(repeats=10, rounds=3):
+def main(repeats=10, rounds=3, section="all"):
     print(
         f"Keras {keras.__version__}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; "
         f"best of {rounds} rounds of the median of {repeats} calls"
@@ -119,11 +147,14 @@ def main(repeats=10, rounds=3):
             flush=True,
         )
 
+    def wanted(name):
+        return section in ("all", name)
+
     for ours_cls, keras_cls, name in (
         (LayerNormLSTM, keras.layers.LSTM, "train step LayerNormLSTM / LSTM (64x50x32, 128)"),
         (LayerNormGRU, keras.layers.GRU, "train step LayerNormGRU / GRU (64x50x32, 128)"),
     ):
-        for jit in (False, True):
+        for jit in (False, True) if wanted("rnn") else ():
             t = compare(
                 rnn_train_step(ours_cls, jit),
                 rnn_train_step(keras_cls, jit),
@@ -132,6 +163,32 @@ def main(repeats=10, rounds=3):
             )
             report(name, jit, *t)
 
+    if wanted("predict"):
+        name = "predict_on_batch LayerNormLSTM / LSTM (64x50x32, 128)"
+        for jit in (False, True):
+            t = compare(
+                rnn_predict(LayerNormLSTM, jit),
+                rnn_predict(keras.layers.LSTM, jit),
+                repeats,
+                rounds,
+            )
+            report(name, jit, *t)
+        with tempfile.TemporaryDirectory() as directory:
+            t = compare(
+                rnn_served(LayerNormLSTM, directory),
+                rnn_served(keras.layers.LSTM, directory),
+                repeats,
+                rounds,
+            )
+            report("served SavedModel LayerNormLSTM / LSTM (same)", False, *t)
+    if wanted("scale"):
+        scale_normalization(report, repeats, rounds)
+    if wanted("fold"):
+        folding(report, repeats, rounds)
+    return rows
+
+
+def scale_normalization(report, repeats, rounds):
     x = tf.constant(np.random.default_rng(0).normal(size=(4096, 1024)).astype("float32"))
     for jit in (False, True):
         t = compare(
@@ -142,6 +199,8 @@ def main(repeats=10, rounds=3):
         )
         report("fwd+bwd ScaleNormalization / LayerNormalization", jit, *t)
 
+
+def folding(report, repeats, rounds):
     model = conv_bn_net()
     folded = fold_batch_normalization(model, verbose=False)
     images = tf.constant(np.random.default_rng(1).normal(size=(64, 32, 32, 3)).astype("float32"))
@@ -151,12 +210,14 @@ def main(repeats=10, rounds=3):
     for jit in (False, True):
         t = compare(inference(folded, images, jit), inference(model, images, jit), repeats, rounds)
         report("inference folded / unfolded Conv-BN-ReLU x4 (64x32x32x3)", jit, *t)
-    return rows
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--section", choices=["all", "rnn", "predict", "scale", "fold"], default="all"
+    )
     args = parser.parse_args()
-    main(args.repeats, args.rounds)
+    main(args.repeats, args.rounds, args.section)

@@ -33,7 +33,7 @@ from keras_normkit._validation import check_int, check_number, check_seed
 
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
-from keras_normkit.backend.keras_compat import DropoutRNNCell
+from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -128,7 +128,13 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         )
 
     def _dropped_inputs(self, inputs, training):
+        """`inputs` (one step `(B, F)` or a whole sequence `(B, T, F)`) times the input mask.
+
+        The mask is one `(B, F)` draw per batch, the same at every step.
+        """
         if training and self.dropout > 0:
+            if len(inputs.shape) == 3:
+                return inputs * self.get_dropout_mask(inputs[:, 0])[:, None, :]
             return inputs * self.get_dropout_mask(inputs)
         return inputs
 
@@ -138,7 +144,11 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         return h_tm1
 
     def _project_inputs(self, inputs, training):
-        """The part of a step that does not depend on the state."""
+        """The part of a step that does not depend on the state.
+
+        Applied to one step `(B, F)` by `call`, or to a whole sequence `(B, T, F)` at once
+        by the layers' `inner_loop` (the result is the same step by step).
+        """
         raise NotImplementedError
 
     def _recurrent_step(self, projected, states, training):
@@ -232,6 +242,38 @@ class _LayerNormRNNBase(keras.layers.RNN):
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        """The time loop, with the state-free part of every step computed before it.
+
+        `cell._project_inputs` (the input product and, in the LSTM and GRU, its norm `LN_x`)
+        does not depend on the state, so it runs once over the whole `(B, T, F)` sequence
+        (one large product and one norm instead of `T` small ones), and the loop runs only
+        `cell._recurrent_step`. Step by step the numbers are those of `keras.layers.RNN`
+        around the same cell (tested); masks, `go_backwards`, `unroll`, dropout (one mask
+        per batch) and statefulness are `keras.layers.RNN`'s.
+        """
+        cell = self.cell
+        projected = cell._project_inputs(sequences, training)
+        stateful_torch = self.stateful and keras.backend.backend() == "torch"
+
+        def step(inputs, states):
+            if stateful_torch:  # as keras.layers.RNN: no in-place change of autograd inputs
+                states = [ops.copy(s) for s in states]
+            output, new_states = cell._recurrent_step(inputs, list(states), training)
+            return output, list(new_states)
+
+        return backend_rnn(
+            step,
+            projected,
+            list(initial_state),
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
 
     @property
     def units(self):

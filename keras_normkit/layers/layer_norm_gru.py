@@ -21,6 +21,7 @@ import keras
 from keras import activations, ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
+from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
 
@@ -115,7 +116,9 @@ class LayerNormGRUCell(_LayerNormCellBase):
         self.built = True
 
     def _project_inputs(self, inputs, training):
-        x = self.input_norm(ops.matmul(self._dropped_inputs(inputs, training), self.kernel))
+        x = normalize(
+            self.input_norm, ops.matmul(self._dropped_inputs(inputs, training), self.kernel)
+        )
         if self.use_bias:
             x = x + (self.bias[0] if self.reset_after else self.bias)
         return x
@@ -126,17 +129,21 @@ class LayerNormGRUCell(_LayerNormCellBase):
         h_dropped = self._dropped_state(h_tm1, training)
         n = self.units
         if self.reset_after:
-            u = self.recurrent_norm(ops.matmul(h_dropped, self.recurrent_kernel))
+            u = normalize(self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel))
             if self.use_bias:
                 u = u + self.bias[1]
             z = self.recurrent_activation(x[:, :n] + u[:, :n])
             r = self.recurrent_activation(x[:, n : 2 * n] + u[:, n : 2 * n])
             candidate = self.activation(x[:, 2 * n :] + r * u[:, 2 * n :])
         else:
-            u = self.recurrent_norm(ops.matmul(h_dropped, self.recurrent_kernel[:, : 2 * n]))
+            u = normalize(
+                self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel[:, : 2 * n])
+            )
             z = self.recurrent_activation(x[:, :n] + u[:, :n])
             r = self.recurrent_activation(x[:, n : 2 * n] + u[:, n:])
-            u_h = self.candidate_norm(ops.matmul(r * h_dropped, self.recurrent_kernel[:, 2 * n :]))
+            u_h = normalize(
+                self.candidate_norm, ops.matmul(r * h_dropped, self.recurrent_kernel[:, 2 * n :])
+            )
             candidate = self.activation(x[:, 2 * n :] + u_h)
         h = z * h_tm1 + (1 - z) * candidate
         return h, ([h] if nested else h)

@@ -19,6 +19,7 @@ import keras
 from keras import activations, initializers, ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
+from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
 
@@ -150,19 +151,21 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         self.built = True
 
     def _project_inputs(self, inputs, training):
-        x = self.input_norm(ops.matmul(self._dropped_inputs(inputs, training), self.kernel))
+        x = normalize(
+            self.input_norm, ops.matmul(self._dropped_inputs(inputs, training), self.kernel)
+        )
         return x + self.bias if self.use_bias else x
 
     def _recurrent_step(self, projected, states, training):
         h_tm1, c_tm1 = states[0], states[1]
         h_dropped = self._dropped_state(h_tm1, training)
-        z = projected + self.recurrent_norm(ops.matmul(h_dropped, self.recurrent_kernel))
+        z = projected + normalize(self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel))
         z_i, z_f, z_g, z_o = ops.split(z, 4, axis=-1)
         i = self.recurrent_activation(z_i)
         f = self.recurrent_activation(z_f)
         o = self.recurrent_activation(z_o)
         c = f * c_tm1 + i * self.activation(z_g)
-        c_normalized = self.state_norm(c)
+        c_normalized = normalize(self.state_norm, c)
         h = o * self.activation(c_normalized)
         return h, [h, c_normalized if self.carry_normalized_state else c]
 

@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
+from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormSimpleRNNCell", "LayerNormSimpleRNN"]
 
@@ -101,7 +102,7 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
     def _recurrent_step(self, projected, states, training):
         h_tm1 = states[0] if isinstance(states, (list, tuple)) else states
         h_dropped = self._dropped_state(h_tm1, training)
-        z = self.norm(projected + ops.matmul(h_dropped, self.recurrent_kernel))
+        z = normalize(self.norm, projected + ops.matmul(h_dropped, self.recurrent_kernel))
         if self.use_bias:
             z = z + self.bias
         h = self.activation(z)

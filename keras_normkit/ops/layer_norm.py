@@ -1,0 +1,90 @@
+"""Layer normalization over the last axis with a hand-derived gradient (Ba et al., 2016).
+
+    y = gamma * x_hat + beta,  x_hat = (x - mean(x)) / sqrt(var(x) + epsilon),
+
+mean and (biased) variance over the last axis of each example; the backward pass is
+
+    d_beta = sum(dy),  d_gamma = sum(dy * x_hat),
+    dx = (g - mean(g) - x_hat * mean(g * x_hat)) / sqrt(var(x) + epsilon),  g = dy * gamma,
+
+(sums over every leading axis, means over the last one), a few element-wise passes where
+automatic differentiation of the forward pass builds about twenty operations. This is what
+the layer-normalized RNN cells run at every time step: in a TensorFlow graph without XLA
+every operation of a step is dispatched on its own, so the number of operations is the
+cost. The formula is `keras.layers.LayerNormalization`'s (same epsilon; tested to 1e-6 on
+outputs and 1e-5 on gradients in float32); like it, half-precision inputs are normalized in
+float32 and cast back.
+
+On PyTorch, Keras's `LayerNormalization` already calls PyTorch's fused `layer_norm`
+kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
+`layer_norm(norm, x)` there calls the Keras layer itself.
+"""
+
+import keras
+from keras import ops
+
+__all__ = ["layer_norm", "normalize"]
+
+
+def _reduce_to(value, ndim):
+    """Sum `value` over its leading axes down to the last `ndim` ones (gamma's shape)."""
+    axes = tuple(range(len(value.shape) - ndim))
+    return ops.sum(value, axis=axes) if axes else value
+
+
+@ops.custom_gradient
+def _fused(x, gamma, beta, epsilon):
+    mean = ops.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    inv = ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
+    x_hat = centered * inv
+    y = x_hat * gamma + beta
+
+    def grad(*args, upstream=None):
+        dy = args[0] if upstream is None else upstream
+        g = dy * gamma
+        dx = inv * (
+            g
+            - ops.mean(g, axis=-1, keepdims=True)
+            - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True)
+        )
+        d_gamma = _reduce_to(dy * x_hat, 1)
+        d_beta = _reduce_to(dy, 1)
+        return dx, d_gamma, d_beta, ops.zeros_like(epsilon)
+
+    return y, grad
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """`gamma * (x - mean) / sqrt(var + epsilon) + beta` over the last axis of `x`.
+
+    Args:
+        x: Tensor `(..., features)`.
+        gamma: Gain `(features,)`.
+        beta: Shift `(features,)`.
+        epsilon: Python float > 0 added to the variance.
+
+    Returns:
+        A tensor of the shape and dtype of `x` (computed in at least float32).
+    """
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    compute = "float32" if dtype in ("float16", "bfloat16") else dtype
+    y = _fused(
+        ops.cast(x, compute),
+        ops.cast(gamma, compute),
+        ops.cast(beta, compute),
+        ops.convert_to_tensor(epsilon, compute),
+    )
+    return ops.cast(y, dtype)
+
+
+def normalize(norm, x):
+    """`norm(x)` for a `keras.layers.LayerNormalization` over the last axis, via `layer_norm`.
+
+    Uses the layer's own `gamma`, `beta` and `epsilon` (its weights stay where `.keras`
+    files and ported weights expect them). On PyTorch it calls the layer (see the module
+    docstring).
+    """
+    if keras.backend.backend() == "torch":
+        return norm(x)
+    return layer_norm(x, norm.gamma, norm.beta, norm.epsilon)
