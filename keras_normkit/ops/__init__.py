@@ -5,10 +5,13 @@ formula fast (a parallel scan, a chunked loop) lives here, usable and tested on 
 
 * `linear_scan`: the linear recurrence `h_t = a_t * h_{t-1} + b_t` over a whole sequence,
   in parallel (used by `keras_normkit.layers.QRN`).
+* `layer_norm`: layer normalization over the last axis (Keras's `LayerNormalization`
+  formula) with a hand-derived gradient (used by the layer-normalized RNN cells).
 * `keras_normkit.ops.fast_weights_loop`: the chunked time loop of
   `keras_normkit.layers.FastWeightsRNN` (private engine, not part of `__all__`).
 """
 
+from keras_normkit.ops.layer_norm import layer_norm
 from keras_normkit.ops.linear_scan import linear_scan
 
-__all__ = ["linear_scan"]
+__all__ = ["layer_norm", "linear_scan"]

@@ -66,6 +66,16 @@ def layer_norm(x, gamma, beta, epsilon):
 
     Returns:
         A tensor of the shape and dtype of `x` (computed in at least float32).
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from keras_normkit.ops import layer_norm
+    >>> y = layer_norm(np.array([[1.0, 2.0, 3.0]], "float32"), np.ones(3), np.zeros(3), 1e-3)
+    >>> print(keras.ops.convert_to_numpy(y).astype("float64").round(3))
+    [[-1.224  0.     1.224]]
+
+    Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
     """
     dtype = keras.backend.standardize_dtype(x.dtype)
     compute = "float32" if dtype in ("float16", "bfloat16") else dtype
