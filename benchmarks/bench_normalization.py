@@ -10,6 +10,9 @@ One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
 * `--section predict`: `predict_on_batch` of the same `LayerNormLSTM` model vs the `LSTM`
   one, and the same models exported (`model.export`) and served from the reloaded
   SavedModel (target <= 1.5);
+* `--section ops`: the profile behind the RNN ratios: how many graph operations one time
+  step runs in the TensorFlow training graph (forward loop body and its gradient's), ours
+  vs Keras's, which is what a step costs at these sizes without XLA;
 * `--section scale` and `--section fold`:
 * forward+backward of `ScaleNormalization` vs `keras.layers.LayerNormalization` on a
   (4096, 1024) float32 tensor (target <= 1.0);
@@ -90,6 +93,28 @@ def rnn_served(layer_cls, directory, batch=64, steps=50, features=32):
     rnn_model(layer_cls, steps, features).export(path, verbose=False)
     loaded = tf.saved_model.load(path)  # kept alive: `serve` reads its variables
     return lambda: loaded.serve(x).numpy()
+
+
+def loop_ops_per_step(layer_cls, batch=64, steps=50, features=32, units=128):
+    """Operations in the while-loop bodies of a traced training step: (forward, gradient)."""
+    model = rnn_model(layer_cls, steps, features, units)
+    x = tf.zeros((batch, steps, features))
+    y = tf.zeros((batch,), tf.int64)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    library = step.get_concrete_function(x, y).graph.as_graph_def().library.function
+    counts = {"forward": 0, "gradient": 0}
+    for function in library:
+        name = function.signature.name
+        if "while_body" in name and not name.endswith("_rewritten"):
+            counts["gradient" if "_grad_" in name else "forward"] += len(function.node_def)
+    return counts["forward"], counts["gradient"]
 
 
 def forward_backward(layer, x, jit):
@@ -181,6 +206,11 @@ def main(repeats=10, rounds=3, section="all"):
                 rounds,
             )
             report("served SavedModel LayerNormLSTM / LSTM (same)", False, *t)
+    if wanted("ops"):
+        print(f"\n{'graph operations per time step (TensorFlow)':52s} {'forward':>8s} {'grad':>6s}")
+        for cls in (LayerNormLSTM, keras.layers.LSTM, LayerNormGRU, keras.layers.GRU):
+            forward, gradient = loop_ops_per_step(cls)
+            print(f"{cls.__name__:52s} {forward:8d} {gradient:6d}", flush=True)
     if wanted("scale"):
         scale_normalization(report, repeats, rounds)
     if wanted("fold"):
@@ -217,7 +247,7 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--section", choices=["all", "rnn", "predict", "scale", "fold"], default="all"
+        "--section", choices=["all", "rnn", "predict", "ops", "scale", "fold"], default="all"
     )
     args = parser.parse_args()
     main(args.repeats, args.rounds, args.section)
