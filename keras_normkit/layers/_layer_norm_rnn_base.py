@@ -10,8 +10,10 @@ normalizes pre-activations with
 
     LN(a) = gamma * (a - mean(a)) / sqrt(var(a) + norm_epsilon) + beta,
 
-mean and variance over the features of one example (never over the batch), and writes its
-own step (`_project_inputs`, the state-free part, then `_recurrent_step`).
+mean and variance over the features of one example (never over the batch), computed by
+`keras_normkit.ops.layer_norm` (the Keras layer's formula with a hand-derived gradient: far
+fewer operations per time step) from each sublayer's own `gamma`, `beta` and `epsilon`, and
+writes its own step (`_project_inputs`, the state-free part, then `_recurrent_step`).
 `_LayerNormRNNBase` is the `keras.layers.RNN` around one such cell, built from the
 constructor arguments, that `LayerNormSimpleRNN`, `LayerNormLSTM` and `LayerNormGRU`
 specialize.
@@ -33,7 +35,7 @@ from keras_normkit._validation import check_int, check_number, check_seed
 
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
-from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
+from keras_normkit.backend.keras_compat import DropoutRNNCell
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -128,13 +130,7 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         )
 
     def _dropped_inputs(self, inputs, training):
-        """`inputs` (one step `(B, F)` or a whole sequence `(B, T, F)`) times the input mask.
-
-        The mask is one `(B, F)` draw per batch, the same at every step.
-        """
         if training and self.dropout > 0:
-            if len(inputs.shape) == 3:
-                return inputs * self.get_dropout_mask(inputs[:, 0])[:, None, :]
             return inputs * self.get_dropout_mask(inputs)
         return inputs
 
@@ -144,11 +140,7 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         return h_tm1
 
     def _project_inputs(self, inputs, training):
-        """The part of a step that does not depend on the state.
-
-        Applied to one step `(B, F)` by `call`, or to a whole sequence `(B, T, F)` at once
-        by the layers' `inner_loop` (the result is the same step by step).
-        """
+        """The part of a step that does not depend on the state."""
         raise NotImplementedError
 
     def _recurrent_step(self, projected, states, training):
@@ -242,38 +234,6 @@ class _LayerNormRNNBase(keras.layers.RNN):
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
-
-    def inner_loop(self, sequences, initial_state, mask, training=False):
-        """The time loop, with the state-free part of every step computed before it.
-
-        `cell._project_inputs` (the input product and, in the LSTM and GRU, its norm `LN_x`)
-        does not depend on the state, so it runs once over the whole `(B, T, F)` sequence
-        (one large product and one norm instead of `T` small ones), and the loop runs only
-        `cell._recurrent_step`. Step by step the numbers are those of `keras.layers.RNN`
-        around the same cell (tested); masks, `go_backwards`, `unroll`, dropout (one mask
-        per batch) and statefulness are `keras.layers.RNN`'s.
-        """
-        cell = self.cell
-        projected = cell._project_inputs(sequences, training)
-        stateful_torch = self.stateful and keras.backend.backend() == "torch"
-
-        def step(inputs, states):
-            if stateful_torch:  # as keras.layers.RNN: no in-place change of autograd inputs
-                states = [ops.copy(s) for s in states]
-            output, new_states = cell._recurrent_step(inputs, list(states), training)
-            return output, list(new_states)
-
-        return backend_rnn(
-            step,
-            projected,
-            list(initial_state),
-            go_backwards=self.go_backwards,
-            mask=mask,
-            unroll=self.unroll,
-            input_length=sequences.shape[1],
-            zero_output_for_mask=self.zero_output_for_mask,
-            return_all_outputs=self.return_sequences,
-        )
 
     @property
     def units(self):

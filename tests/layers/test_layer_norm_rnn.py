@@ -199,53 +199,6 @@ def test_layer_equals_rnn_of_its_cell(layer_cls, kwargs):
         np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x)), expected, atol=2e-5)
 
 
-@pytest.mark.parametrize(
-    "layer_cls,kwargs",
-    [
-        (LayerNormSimpleRNN, {}),
-        (LayerNormLSTM, {}),
-        (LayerNormLSTM, {"carry_normalized_state": True, "go_backwards": True}),
-        (LayerNormGRU, {}),
-        (LayerNormGRU, {"reset_after": False, "unroll": True}),
-    ],
-)
-def test_training_step_equals_rnn_of_its_cell(layer_cls, kwargs):
-    """The layers project the whole sequence before the loop (`inner_loop`); a training
-    step with masking and both dropouts gives the gradients of `RNN(cell)`, which projects
-    step by step: one SGD step with learning rate 1 moves every weight by its gradient."""
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(6, 7, 3)).astype("float32")
-    x[1, 4:] = 0.0  # masked by the Masking layer: right padding
-    x[3, 2] = 0.0  # and a gap
-    y = rng.normal(size=(6, 7, 4)).astype("float32")
-    kwargs = dict(kwargs)
-    rnn_kwargs = {k: kwargs.pop(k) for k in ("go_backwards", "unroll") if k in kwargs}
-    cell_kwargs = dict(kwargs, dropout=0.3, recurrent_dropout=0.3, seed=5)
-
-    def trained(rnn):
-        model = keras.Sequential([keras.Input((7, 3)), keras.layers.Masking(), rnn])
-        randomize(rnn)
-        model.compile(keras.optimizers.SGD(1.0), "mse")
-        outputs = model.predict(x, verbose=0)
-        before = [keras.ops.convert_to_numpy(w) for w in rnn.weights]
-        model.train_on_batch(x, y)
-        after = [keras.ops.convert_to_numpy(w) for w in rnn.weights]
-        return [b - a for b, a in zip(before, after, strict=True)], outputs
-
-    grads, outputs = trained(layer_cls(4, return_sequences=True, **rnn_kwargs, **cell_kwargs))
-    ref_grads, ref_outputs = trained(
-        keras.layers.RNN(
-            layer_cls._cell_class(4, **cell_kwargs), return_sequences=True, **rnn_kwargs
-        )
-    )
-    # float32 round-off only: one (B*T, F) product instead of T (B, F) products.
-    np.testing.assert_allclose(outputs, ref_outputs, rtol=1e-5, atol=1e-6)
-    assert len(grads) == len(ref_grads) > 3
-    for g, ref in zip(grads, ref_grads, strict=True):
-        assert np.abs(ref).max() > 0
-        np.testing.assert_allclose(g, ref, atol=1e-5)
-
-
 @pytest.mark.parametrize("cell_cls", [LayerNormSimpleRNNCell, LayerNormLSTMCell, LayerNormGRUCell])
 def test_dropout_masks_apply_to_inputs_and_state(cell_cls):
     """Training with dropout = the NumPy step on (x * input mask, h * recurrent mask)."""
