@@ -1,22 +1,40 @@
-"""Train-step time of a 64-512-512-512-10 MLP with Parseval constraints / penalties.
+"""Train-step time of a network with Parseval constraints / penalties, against none.
 
-Compares, on the same model, data and optimizer (Adam, compiled train step):
+Two models (`--model`), the same data and optimizer (Adam, compiled train step) for every
+configuration of one model:
 
-* no constraint (the baseline),
-* `ParsevalConstraint(beta=1e-3)` on every Dense kernel (full retraction each step),
-* `ParsevalConstraint(beta=1e-3, row_fraction=0.3)` (30 % of the output units per step),
-* `ParsevalRegularizer(1e-3)` vs Keras's `OrthogonalRegularizer(1e-3)` on every kernel.
+* `mlp` (default): a 64-512-512-512-10 ReLU MLP, `Dense` kernels, configurations
+    * no constraint (the baseline),
+    * `ParsevalConstraint(beta=1e-3)` on every kernel (full retraction each step),
+    * `ParsevalConstraint(beta=1e-3, row_fraction=0.3)` (30 % of the output units per step),
+    * `ParsevalRegularizer(1e-3)` vs Keras's `OrthogonalRegularizer(1e-3)` on every kernel.
+* `conv`: a small convolutional network like the paper's (without its residual
+  connections and batch normalization): 32x32x3 input, three stages of two 3x3
+  `Conv2D(padding="same")` + ReLU with 64, 128 and 256 filters, a 2x2 `MaxPooling2D`
+  between stages, global average pooling and `Dense(10)`; configurations: no constraint,
+  `ParsevalConstraint(beta=1e-3)` (full retraction each step) and
+  `ParsevalRegularizer(1e-3)` on every conv and dense kernel.
 
-Each configuration is timed over `--steps` steps after a warm-up epoch, `--repeats` times
-in interleaved order; the median per-step wall time and process CPU time (all threads) are
-reported with their ratio to the baseline. On a busy shared machine the CPU time is the
-steadier figure.
+Each configuration is timed over `--steps` steps after a warm-up epoch of
+`--warmup-steps` steps (compilation), `--repeats` times in interleaved order; the median
+per-step wall time and process CPU time (all threads) are reported with their ratio to
+the baseline. On a busy shared machine the CPU time is the steadier figure. The same run
+prints the matmul-FLOP bound of the full retraction's ratio: the two products per kernel
+(`G = W^T W` or `W W^T`, the smaller, and `W G` or `G W`: `4 max(r, c) min(r, c)^2` FLOPs
+for an `r x c` kernel matrix) against the train step's own matmul / convolution FLOPs
+(forward, plus 2x forward for the backward pass; the first layer's backward needs no
+input gradient, so 1x there), i.e. predicted ratio = 1 + retraction FLOPs / step FLOPs,
+the ratio if every FLOP ran at the same rate and nothing else took time.
 TensorFlow's default oneDNN setting is kept (on for x86 CPUs), as users get it.
 
-    .venv/bin/python benchmarks/bench_parseval.py [--batch-size 128] [--steps 100]
+    .venv/bin/python benchmarks/bench_parseval.py [--model mlp] [--batch-size 128] \
+        [--steps 100] [--repeats 5] [--no-jit]
+    .venv/bin/python benchmarks/bench_parseval.py --model conv --batch-size 128 \
+        --steps 8 --warmup-steps 3 --repeats 3 [--no-jit]
 """
 
 import argparse
+import math
 import os
 import time
 
@@ -29,9 +47,10 @@ import numpy as np
 from keras_normkit.constraints import ParsevalConstraint
 from keras_normkit.regularizers import ParsevalRegularizer
 
-CONFIGS = {
+FULL = "ParsevalConstraint(beta=1e-3)"
+MLP_CONFIGS = {
     "none": {},
-    "ParsevalConstraint(beta=1e-3)": {"kernel_constraint": lambda: ParsevalConstraint(1e-3)},
+    FULL: {"kernel_constraint": lambda: ParsevalConstraint(1e-3)},
     "ParsevalConstraint(beta=1e-3, row_fraction=0.3)": {
         "kernel_constraint": lambda: ParsevalConstraint(1e-3, row_fraction=0.3, seed=0)
     },
@@ -40,25 +59,81 @@ CONFIGS = {
         "kernel_regularizer": lambda: keras.regularizers.OrthogonalRegularizer(1e-3)
     },
 }
+CONV_CONFIGS = {
+    "none": {},
+    FULL: {"kernel_constraint": lambda: ParsevalConstraint(1e-3)},
+    "ParsevalRegularizer(1e-3)": {"kernel_regularizer": lambda: ParsevalRegularizer(1e-3)},
+}
+CONFIGS = {"mlp": MLP_CONFIGS, "conv": CONV_CONFIGS}
+INPUT_SHAPES = {"mlp": (64,), "conv": (32, 32, 3)}
 
 
-def build(config, jit_compile):
-    keras.utils.set_random_seed(0)
-    layers = [keras.Input((64,))]
-    for units, activation in [(512, "relu")] * 3 + [(10, None)]:
-        kwargs = {key: make() for key, make in config.items()}
-        layers.append(
+def _kwargs(config):
+    return {key: make() for key, make in config.items()}
+
+
+def build_layers(model, config):
+    if model == "mlp":
+        return [
             keras.layers.Dense(
-                units, activation=activation, kernel_initializer="orthogonal", **kwargs
+                units, activation=activation, kernel_initializer="orthogonal", **_kwargs(config)
             )
-        )
-    model = keras.Sequential(layers)
+            for units, activation in [(512, "relu")] * 3 + [(10, None)]
+        ]
+    layers = []
+    for stage, filters in enumerate((64, 128, 256)):
+        if stage:
+            layers.append(keras.layers.MaxPooling2D(2))
+        for _ in range(2):
+            layers.append(
+                keras.layers.Conv2D(
+                    filters,
+                    3,
+                    padding="same",
+                    activation="relu",
+                    kernel_initializer="orthogonal",
+                    **_kwargs(config),
+                )
+            )
+    layers.append(keras.layers.GlobalAveragePooling2D())
+    layers.append(keras.layers.Dense(10, kernel_initializer="orthogonal", **_kwargs(config)))
+    return layers
+
+
+def build(model_name, config, jit_compile):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input(INPUT_SHAPES[model_name])] + build_layers(model_name, config)
+    )
     model.compile(
         keras.optimizers.Adam(1e-3),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=jit_compile,
     )
     return model
+
+
+def flop_bound(model, batch_size, num_iterations=1):
+    """`(step FLOPs, retraction FLOPs)`: matmul / convolution FLOPs of one train step.
+
+    Forward: `2 * batch * in * out` for a `Dense`, `2 * batch * H_out * W_out * kh * kw *
+    cin * cout` for a `Conv2D`; the backward pass twice that (input and kernel
+    gradients), once for the first layer (no input gradient). Retraction of an `r x c`
+    kernel matrix: `4 max(r, c) min(r, c)^2` per iteration.
+    """
+    step = retraction = 0
+    first = True
+    for layer in model.layers:
+        if not hasattr(layer, "kernel"):
+            continue
+        shape = tuple(layer.kernel.shape)
+        per_output = math.prod(layer.output.shape[1:-1])  # output pixels (1 for Dense)
+        forward = 2 * batch_size * per_output * math.prod(shape)
+        step += forward * (2 if first else 3)
+        first = False
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        retraction += 4 * max(rows, cols) * min(rows, cols) ** 2 * num_iterations
+    return step, retraction
 
 
 class _EpochTimer(keras.callbacks.Callback):
@@ -74,48 +149,66 @@ class _EpochTimer(keras.callbacks.Callback):
         )
 
 
-def time_per_step(model, x, y, batch_size, steps):
+def time_per_step(model, x, y, batch_size, steps, warmup_steps):
     timer = _EpochTimer()
-    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False)  # warm-up
+    warm = batch_size * warmup_steps
+    model.fit(x[:warm], y[:warm], batch_size=batch_size, epochs=1, verbose=0, shuffle=False)
     model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False, callbacks=[timer])
     return timer.seconds[0] / steps, timer.seconds[1] / steps
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=("mlp", "conv"), default="mlp")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument(
+        "--warmup-steps", type=int, default=None, help="steps of the warm-up epoch (--steps)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-jit", action="store_true", help="compile without XLA")
     args = parser.parse_args()
+    warmup_steps = args.steps if args.warmup_steps is None else args.warmup_steps
+    configs = CONFIGS[args.model]
 
     rng = np.random.default_rng(0)
     n = args.batch_size * args.steps
-    x = rng.normal(size=(n, 64)).astype("float32")
+    x = rng.normal(size=(n, *INPUT_SHAPES[args.model])).astype("float32")
     y = rng.integers(0, 10, size=n)
-    models = {name: build(config, not args.no_jit) for name, config in CONFIGS.items()}
-    times = {name: [] for name in CONFIGS}
+    models = {name: build(args.model, config, not args.no_jit) for name, config in configs.items()}
+    times = {name: [] for name in configs}
     for _ in range(args.repeats):
         for name, model in models.items():
-            times[name].append(time_per_step(model, x, y, args.batch_size, args.steps))
+            times[name].append(
+                time_per_step(model, x, y, args.batch_size, args.steps, warmup_steps)
+            )
     wall = {name: float(np.median([t[0] for t in ts])) for name, ts in times.items()}
     cpu = {name: float(np.median([t[1] for t in ts])) for name, ts in times.items()}
 
     print(
-        f"batch {args.batch_size}, {args.steps} steps x {args.repeats} repeats, "
-        f"jit_compile={not args.no_jit}, backend {keras.backend.backend()}"
+        f"model {args.model}, batch {args.batch_size}, {args.steps} steps "
+        f"(warm-up {warmup_steps}) x {args.repeats} repeats, jit_compile={not args.no_jit}, "
+        f"backend {keras.backend.backend()}, load average "
+        + " ".join(f"{v:.2f}" for v in os.getloadavg())
     )
     print("| configuration | wall ms / step | ratio | CPU ms / step | ratio |")
     print("|---|---:|---:|---:|---:|")
-    for name in CONFIGS:
+    for name in configs:
         print(
             f"| {name} | {1e3 * wall[name]:.2f} | {wall[name] / wall['none']:.2f}x "
             f"| {1e3 * cpu[name]:.2f} | {cpu[name] / cpu['none']:.2f}x |"
         )
     ours, theirs = "ParsevalRegularizer(1e-3)", "keras OrthogonalRegularizer(1e-3)"
+    if theirs in configs:
+        print(
+            f"ParsevalRegularizer / OrthogonalRegularizer: wall {wall[ours] / wall[theirs]:.2f}x, "
+            f"CPU {cpu[ours] / cpu[theirs]:.2f}x"
+        )
+    step, retraction = flop_bound(models["none"], args.batch_size)
     print(
-        f"ParsevalRegularizer / OrthogonalRegularizer: wall {wall[ours] / wall[theirs]:.2f}x, "
-        f"CPU {cpu[ours] / cpu[theirs]:.2f}x"
+        f"FLOP bound of {FULL}: retraction {retraction / 1e6:.1f} MFLOP / step "
+        f"{step / 1e6:.1f} MFLOP -> predicted ratio {1 + retraction / step:.2f}x; "
+        f"measured wall {wall[FULL] / wall['none']:.2f}x, CPU {cpu[FULL] / cpu['none']:.2f}x"
     )
 
 
