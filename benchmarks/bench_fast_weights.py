@@ -14,6 +14,10 @@ Sections (one run prints markdown tables):
   is within 1.1x of the faster one.
 * `memory`: peak resident memory of a training step (each in a fresh subprocess) at
   T = 400, units = 256, B = 32.
+* `first`: the first `fit` epoch (tracing and compiling included) and the second one, each
+  model in a fresh subprocess: `FastWeightsRNN(32)` vs `keras.layers.LSTM(32)`, input
+  (T = 12, 8), a `Dense(1)` head, Adam, 256 sequences, batch 32 (issue 17). Not part of
+  `all`.
 
 The models of one configuration are timed in interleaved rounds (one step each per round),
 so that load from other processes on this shared machine hits all of them; times are the
@@ -176,9 +180,63 @@ def memory(jit):
         print(f"| {kind} | {r['peak_mb']:.0f} | {r['base_mb']:.0f} | {r['step_s']:.2f} |")
 
 
+FIRST_KINDS = ("lstm", "auto")
+
+
+def first_epoch_child(kind, jit, steps, units):
+    """Run in a subprocess: seconds of the first and the second `fit` epoch."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, steps, 8)).astype("float32")
+    y = rng.normal(size=(256, 1)).astype("float32")
+    layer = (
+        keras.layers.LSTM(units) if kind == "lstm" else FastWeightsRNN(units, implementation=kind)
+    )
+    model = keras.Sequential([keras.Input((steps, 8)), layer, keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True if jit else "auto")
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    second = time.perf_counter() - start
+    print(json.dumps({"first_s": first, "second_s": second}))
+
+
+def first_epoch(jit, repeats, steps=12, units=32):
+    label = "True" if jit else '"auto"'
+    print(
+        f"\n### First `fit` epoch, T = {steps}, {units} units, input 8, 256 sequences, batch 32 "
+        f"(jit_compile={label}, fresh processes, {repeats} each)\n"
+    )
+    print("| model | first epoch s | second epoch s | first / LSTM first |")
+    print("|---|---|---|---|")
+    results = {}
+    for kind in FIRST_KINDS:
+        runs = []
+        for _ in range(repeats):
+            args = ["--child-first", kind, "--jit", str(int(jit)), "--configs", f"{steps}x{units}"]
+            out = subprocess.run(
+                [sys.executable, __file__, *args], capture_output=True, text=True, check=False
+            )
+            lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                print(f"| {kind} | failed: {out.stderr.strip().splitlines()[-1:]} | | |")
+                break
+            runs.append(json.loads(lines[-1]))
+        if not runs:
+            continue
+        results[kind] = {k: min(r[k] for r in runs) for k in ("first_s", "second_s")}
+    for kind, r in results.items():
+        rel = r["first_s"] / results["lstm"]["first_s"] if "lstm" in results else float("nan")
+        name = "LSTM" if kind == "lstm" else f"FastWeightsRNN ({kind})"
+        print(f"| {name} | {r['first_s']:.2f} | {r['second_s']:.3f} | {rel:.2f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--section", choices=["all", "speed", "grid", "memory"], default="all")
+    parser.add_argument(
+        "--section", choices=["all", "speed", "grid", "memory", "first"], default="all"
+    )
     parser.add_argument("--jit", type=int, choices=[0, 1], default=None)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument(
@@ -186,10 +244,16 @@ def main():
     )
     parser.add_argument("--grid-units", default=None, help="grid: units, e.g. '64,128'")
     parser.add_argument("--grid-steps", default=None, help="grid: T values, e.g. '32,64'")
+    parser.add_argument("--repeats", type=int, default=2, help="first: processes per model")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-first", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         peak_memory_child(args.child, bool(args.jit))
+        return
+    if args.child_first:
+        steps, units = (int(v) for v in (args.configs or "12x32").split("x"))
+        first_epoch_child(args.child_first, bool(args.jit), steps, units)
         return
     jits = [False, True] if args.jit is None else [bool(args.jit)]
     configs = SPEED_CONFIGS
@@ -205,6 +269,9 @@ def main():
             grid(jit, max(3, args.rounds // 2), units_list, steps_list)
         if args.section in ("all", "memory"):
             memory(jit)
+        if args.section == "first":
+            steps, units = (int(v) for v in (args.configs or "12x32").split(",")[0].split("x"))
+            first_epoch(jit, args.repeats, steps, units)
 
 
 if __name__ == "__main__":

@@ -305,8 +305,10 @@ class FastWeightsRNN(keras.layers.RNN):
     states are applied from a small stack,
     `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
-    `B·T·H`). Sequences of up to 12 steps run as one chunk. With 8 chunks or more the memory
-    form runs two loops, the first over a half-size history buffer.
+    `B·T·H`). Sequences of up to 12 steps run as one chunk, or, when XLA compiles the loop, one
+    step per iteration (an unrolled chunk of 12 steps took XLA 20-28 s to compile). With 64
+    steps or more (8 chunks) the memory form runs two loops, the first over a half-size
+    history buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
     call (`training=True`) with a static number of steps inside a graph that is not
@@ -503,6 +505,7 @@ class FastWeightsRNN(keras.layers.RNN):
             implementation,
             zero_output_for_mask=self.zero_output_for_mask,
             zero_initial_fast_weights=self._zero_initial_fast_weights,
+            xla=compile_loop or xla_compiling(),
         )
         # Everything the loop reads, as tensors (the weights read here, under the layer's
         # autocast scope), so that it can also run as one XLA cluster.

@@ -6,8 +6,9 @@ The layer (`keras_normkit/layers/fast_weights.py`) holds the formula of Ba et al
 chooses the implementation; this module runs that recurrence over a sequence fast.
 
 Chunks. The loop runs `CHUNK` = 8 steps per iteration (a sequence of up to 12 steps is one
-chunk; with a static `T` the last `T mod 8` steps run after the loop; an unknown `T` is
-padded with masked steps to whole chunks). Inside a chunk starting at `t0`,
+chunk, or one step per iteration when XLA compiles the loop, see `ChunkedLoop.chunk_size`;
+with a static `T` the last `T mod 8` steps run after the loop; an unknown `T` is padded with
+masked steps to whole chunks). Inside a chunk starting at `t0`,
 `A(t0 + k) v = lambda^{n_k} A(t0) v + eta sum_{j<k} lambda^{n_k - n_j - 1} h_j (h_j^T v)`
 (`n_k`: unmasked steps of the chunk before step `k`; masked steps neither write nor decay),
 so the chunk's own new states are applied from a small stack and `A` is written once per
@@ -23,8 +24,9 @@ Matrix vs memory forms (`ChunkedLoop(cell, implementation, ...)`), algebraically
   formed once at the end (the returned state).
 
 Two loops. The memory form's history fills up as the sequence runs, so with a static `T` of
-8 chunks or more it runs two loops: the first over a half-size history buffer, the second
-over the full one (3/4 of the attention work of a single loop over the full buffer).
+64 steps or more (8 chunks) it runs two loops: the first over a half-size history buffer,
+the second over the full one (3/4 of the attention work of a single loop over the full
+buffer).
 
 The loop itself is the backend's RNN loop (`keras_normkit.backend.keras_compat.backend_rnn`,
 what `keras.layers.RNN` runs), so it compiles with XLA and exports like a Keras RNN.
@@ -74,12 +76,31 @@ class ChunkedLoop:
     chunk instead of once per step, and the per-step write of `A` disappears.
     """
 
-    def __init__(self, cell, implementation, zero_output_for_mask, zero_initial_fast_weights):
+    def __init__(
+        self, cell, implementation, zero_output_for_mask, zero_initial_fast_weights, xla=False
+    ):
         self.cell = cell
         self.implementation = implementation
+        self.xla = xla  # whether XLA compiles the loop (see `chunk_size`)
         self.zero_output_for_mask = zero_output_for_mask
         self.with_a0 = not zero_initial_fast_weights
         self.tensors = None  # set by `__call__`
+
+    def chunk_size(self, steps):
+        """Steps per loop iteration for a static length `steps`.
+
+        Sequences of up to 12 steps have no tail after the loop (`T = 11` trained 1.6x
+        faster as one chunk than as a chunk of 8 plus a tail of 3, XLA, CPU). Without XLA
+        they run as one chunk; under XLA (`jit_compile`, JAX, the layer's XLA clusters) as
+        one step per iteration: XLA took 20-28 s to compile an unrolled chunk of 12 steps
+        (its intra-chunk products grow as the square of the chunk) and its gradient, and
+        ~2 s for the loop of single steps, whose train step is as fast
+        (`benchmarks/bench_fast_weights.py --section first`). That loop carries at most 12
+        `A` (or histories of 12 states) for back-propagation.
+        """
+        if steps > CHUNK * 3 // 2:
+            return CHUNK
+        return 1 if self.xla else max(1, steps)
 
     def boundary(self, cx_t, h):
         rec_mask = self.tensors.get("rec_mask")
@@ -195,9 +216,7 @@ class ChunkedLoop:
             mask = ops.concatenate([mask, ops.zeros((batch, pad), "bool")], 1)
             n_chunks, tail = None, 0
         else:
-            # Short sequences run as one chunk (no tail after the loop): T = 11 trained
-            # 1.6x faster that way than as a chunk of 8 plus a tail of 3 (XLA, CPU).
-            chunk = max(1, steps if steps <= CHUNK * 3 // 2 else CHUNK)
+            chunk = self.chunk_size(steps)
             n_chunks, tail = divmod(steps, chunk)
         m = None if mask is None else ops.cast(mask, dtype)
         keep_out = m is not None and not self.zero_output_for_mask
@@ -212,11 +231,12 @@ class ChunkedLoop:
         out_prev0 = ops.zeros((batch, units), dtype)
         memory = self.implementation == "memory"
         # Loops over consecutive ranges of chunks. The memory form's history fills up as the
-        # sequence runs, so with a static T of 8 chunks or more it runs two loops: the first
-        # attends over a half-size buffer (3/4 of the attention work of one loop over the
-        # full buffer; at 4 chunks the second loop's overhead cost more than it saved).
+        # sequence runs, so with a static T of 64 steps or more (8 chunks) it runs two
+        # loops: the first attends over a half-size buffer (3/4 of the attention work of one
+        # loop over the full buffer; at 4 chunks the second loop's overhead cost more than it
+        # saved). Not for the loops of single steps of short sequences (`chunk_size`).
         segments = [(0, n_chunks)]
-        if memory and n_chunks is not None and n_chunks >= 8:
+        if memory and n_chunks is not None and n_chunks * chunk >= 8 * CHUNK:
             segments = [(0, n_chunks // 2), (n_chunks // 2, n_chunks)]
         if memory:
             n_slots = segments[0][1] if n_chunks is not None else ops.shape(body_x)[1]

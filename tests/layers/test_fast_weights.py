@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import keras_normkit.layers.fast_weights as fast_weights_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
+from keras_normkit.ops.fast_weights_loop import CHUNK, ChunkedLoop
 from tests.conformance import LayerConformanceTestCase
 from tests.conftest import requires_tensorflow, requires_xla
 
@@ -580,23 +581,44 @@ def compiled_loops(monkeypatch):
     return calls
 
 
+def test_chunk_size_rule():
+    cell = FastWeightsRNNCell(4)
+    for xla in (False, True):
+        loop = ChunkedLoop(cell, "matrix", False, True, xla=xla)
+        assert [loop.chunk_size(t) for t in (13, 21, 200)] == [CHUNK] * 3
+        # Up to 12 steps: one chunk, or one step per iteration under XLA (compile time).
+        assert [loop.chunk_size(t) for t in (1, 5, 12)] == ([1, 1, 1] if xla else [1, 5, 12])
+
+
 @requires_tensorflow
 @pytest.mark.parametrize(
-    "implementation, return_sequences, use_layer_norm, recurrent_dropout",
-    [("matrix", True, True, 0.3), ("memory", False, False, 0.0)],
+    "implementation, return_sequences, use_layer_norm, recurrent_dropout, steps",
+    [
+        ("matrix", True, True, 0.3, 21),
+        ("memory", False, False, 0.0, 21),
+        # T <= 12: as XLA clusters one step per loop iteration, in the plain graph one chunk.
+        ("matrix", False, True, 0.3, 12),
+        ("memory", True, True, 0.0, 11),
+    ],
 )
 def test_loop_compiled_as_xla_clusters_matches_plain_graph(
-    monkeypatch, compiled_loops, implementation, return_sequences, use_layer_norm, recurrent_dropout
+    monkeypatch,
+    compiled_loops,
+    implementation,
+    return_sequences,
+    use_layer_norm,
+    recurrent_dropout,
+    steps,
 ):
     """A training step without jit_compile runs the loop as XLA clusters (forward, and the
     gradient by recomputation): same outputs and gradients as the plain TensorFlow graph
     (in float64, so that the two orders of computation agree to round-off)."""
     rng = np.random.default_rng(21)
-    x = rng.normal(size=(3, 21, 4))
-    mask = ragged_mask(rng, 3, 21)
+    x = rng.normal(size=(3, steps, 4))
+    mask = ragged_mask(rng, 3, steps)
     h0 = rng.normal(scale=0.3, size=(3, 5))
     a0 = rng.normal(scale=0.1, size=(3, 25))
-    coeffs = rng.normal(size=(3, 21 if return_sequences else 1, 5))
+    coeffs = rng.normal(size=(3, steps if return_sequences else 1, 5))
     weights = random_weights(rng, 4, 5, scale=0.5 if use_layer_norm else 0.15)
     # Without layer norm the Hebbian feedback must stay bounded over 21 steps.
     decay, eta = (0.95, 0.5) if use_layer_norm else (0.8, 0.1)
@@ -628,10 +650,19 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
 
         return numpy_out(step(x, h0, a0))
 
+    chunks = []
+    real_chunk_size = ChunkedLoop.chunk_size
+    monkeypatch.setattr(
+        ChunkedLoop,
+        "chunk_size",
+        lambda self, t: chunks.append(real_chunk_size(self, t)) or chunks[-1],
+    )
     compiled = gradients()
     assert compiled_loops  # the loop did run as XLA clusters
     monkeypatch.setattr(fast_weights_module, "can_compile_cluster", lambda: False)
     plain = gradients()
+    short = steps <= 12
+    assert set(chunks) == ({1, steps} if short else {CHUNK})  # compiled, then plain
     assert len(compiled) == len(plain) == 4 + (5 if use_layer_norm else 3)
     for got, expected in zip(compiled, plain, strict=True):
         assert np.isfinite(got).all()
