@@ -7,17 +7,18 @@ One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
 * `--section rnn`: a training step (`model.train_on_batch`, Adam) of `LayerNormLSTM` vs
   `keras.layers.LSTM` and `LayerNormGRU` vs `keras.layers.GRU`, batch 64, 50 steps,
   32 features, 128 units (target <= 1.3);
-* `--section predict`: `predict_on_batch` of the same `LayerNormLSTM` model vs the `LSTM`
-  one, and the same models exported (`model.export`) and served from the reloaded
-  SavedModel (target <= 1.5);
+* `--section predict`: `predict_on_batch` of the same `LayerNormLSTM` model, and of a
+  `FastWeightsRNN` one (issue 17 has one inference row for both), vs the `LSTM` one, and
+  the same models exported (`model.export`) and served from the reloaded SavedModel
+  (target <= 1.5);
 * `--section ops`: the profile behind the RNN ratios: how many graph operations one time
   step runs in the TensorFlow training graph (forward loop body and its gradient's), ours
   vs Keras's, which is what a step costs at these sizes without XLA;
-* `--section scale` and `--section fold`:
-* forward+backward of `ScaleNormalization` vs `keras.layers.LayerNormalization` on a
-  (4096, 1024) float32 tensor (target <= 1.0);
-  inference of a Conv/BN/ReLU network folded by `fold_batch_normalization` vs the original
-  (target: folded faster), batch 64 of 32x32x3 images.
+* `--section scale`: forward+backward of `ScaleNormalization` vs
+  `keras.layers.LayerNormalization` on a (4096, 1024) float32 tensor (target <= 1.0);
+* `--section fold`: inference of a Conv/BN/ReLU network folded by
+  `fold_batch_normalization` vs the original (target: folded faster), batch 64 of
+  32x32x3 images.
 
 Each case runs with XLA off and on. The two sides are timed in interleaved rounds (median
 of `repeats` calls per round, best round kept), so the machine's noise hits both alike.
@@ -36,7 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_normkit.layers import LayerNormGRU, LayerNormLSTM, ScaleNormalization
+from keras_normkit.layers import FastWeightsRNN, LayerNormGRU, LayerNormLSTM, ScaleNormalization
 from keras_normkit.utils import fold_batch_normalization
 
 
@@ -188,24 +189,21 @@ def main(repeats=10, rounds=3, section="all"):
             )
             report(name, jit, *t)
 
-    if wanted("predict"):
-        name = "predict_on_batch LayerNormLSTM / LSTM (64x50x32, 128)"
+    for ours_cls in (LayerNormLSTM, FastWeightsRNN) if wanted("predict") else ():
+        name = f"predict_on_batch {ours_cls.__name__} / LSTM (64x50x32, 128)"
         for jit in (False, True):
             t = compare(
-                rnn_predict(LayerNormLSTM, jit),
-                rnn_predict(keras.layers.LSTM, jit),
-                repeats,
-                rounds,
+                rnn_predict(ours_cls, jit), rnn_predict(keras.layers.LSTM, jit), repeats, rounds
             )
             report(name, jit, *t)
         with tempfile.TemporaryDirectory() as directory:
             t = compare(
-                rnn_served(LayerNormLSTM, directory),
+                rnn_served(ours_cls, directory),
                 rnn_served(keras.layers.LSTM, directory),
                 repeats,
                 rounds,
             )
-            report("served SavedModel LayerNormLSTM / LSTM (same)", False, *t)
+            report(f"served SavedModel {ours_cls.__name__} / LSTM (same)", False, *t)
     if wanted("ops"):
         print(f"\n{'graph operations per time step (TensorFlow)':52s} {'forward':>8s} {'grad':>6s}")
         for cls in (LayerNormLSTM, keras.layers.LSTM, LayerNormGRU, keras.layers.GRU):
