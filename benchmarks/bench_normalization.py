@@ -59,25 +59,22 @@ def compare(ours, theirs, repeats, rounds):
     return t_ours, t_theirs
 
 
-def rnn_train_step(layer_cls, jit, batch=64, steps=50, features=32, units=128):
-    keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(batch, steps, features)).astype("float32")
-    y = rng.integers(0, 10, size=batch)
-    model = keras.Sequential(
-        [keras.Input((steps, features)), layer_cls(units), keras.layers.Dense(10)]
-    )
-    model.compile(
-        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit
-    )
-    return lambda: model.train_on_batch(x, y)
-
-
 def rnn_model(layer_cls, steps=50, features=32, units=128):
     keras.utils.set_random_seed(0)
     return keras.Sequential(
         [keras.Input((steps, features)), layer_cls(units), keras.layers.Dense(10)]
     )
+
+
+def rnn_train_step(layer_cls, jit, batch=64, steps=50, features=32, units=128):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(batch, steps, features)).astype("float32")
+    y = rng.integers(0, 10, size=batch)
+    model = rnn_model(layer_cls, steps, features, units)
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit
+    )
+    return lambda: model.train_on_batch(x, y)
 
 
 def rnn_predict(layer_cls, jit, batch=64, steps=50, features=32):

@@ -17,7 +17,7 @@ float32 and cast back.
 
 On PyTorch, Keras's `LayerNormalization` already calls PyTorch's fused `layer_norm`
 kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
-`layer_norm(norm, x)` there calls the Keras layer itself.
+`normalize(norm, x)` there calls the Keras layer itself.
 """
 
 import keras
@@ -26,9 +26,9 @@ from keras import ops
 __all__ = ["layer_norm", "normalize"]
 
 
-def _reduce_to(value, ndim):
-    """Sum `value` over its leading axes down to the last `ndim` ones (gamma's shape)."""
-    axes = tuple(range(len(value.shape) - ndim))
+def _sum_over_examples(value):
+    """Sum `value` over every axis but the last (down to gamma's shape)."""
+    axes = tuple(range(len(value.shape) - 1))
     return ops.sum(value, axis=axes) if axes else value
 
 
@@ -48,8 +48,8 @@ def _fused(x, gamma, beta, epsilon):
             - ops.mean(g, axis=-1, keepdims=True)
             - x_hat * ops.mean(g * x_hat, axis=-1, keepdims=True)
         )
-        d_gamma = _reduce_to(dy * x_hat, 1)
-        d_beta = _reduce_to(dy, 1)
+        d_gamma = _sum_over_examples(dy * x_hat)
+        d_beta = _sum_over_examples(dy)
         return dx, d_gamma, d_beta, ops.zeros_like(epsilon)
 
     return y, grad
