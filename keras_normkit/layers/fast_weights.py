@@ -7,6 +7,7 @@ from keras_normkit._validation import check_choice, check_int, check_number, che
 from keras_normkit.backend.keras_compat import DropoutRNNCell
 from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
 from keras_normkit.ops.fast_weights_loop import ChunkedLoop, matvec, static_steps
+from keras_normkit.ops.layer_norm import layer_norm
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
 
@@ -17,10 +18,6 @@ IMPLEMENTATIONS = ("auto", "matrix", "memory")
 # JAX). Measured with benchmarks/bench_fast_weights.py (grid section): the crossover is near
 # T = units / 2, 0.85 * units and units respectively.
 _AUTO_MEMORY_RULE = {"plain": (64, 0.5), "xla_clusters": (48, 0.8), "xla": (48, 1.0)}
-
-
-def _half(dtype):
-    return keras.backend.standardize_dtype(dtype) in ("float16", "bfloat16")
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -178,7 +175,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
     # -- the math shared by the cell and the FastWeightsRNN layer -------------------------
 
     def layer_norm(self, z, gamma=None, beta=None):
-        """Per-example layer norm over the feature axis (in float32 for half dtypes).
+        """Per-example layer norm over the feature axis (`keras_normkit.ops.layer_norm`).
 
         `gamma`, `beta`: the gain and bias as tensors (default: this cell's weights).
         """
@@ -186,15 +183,9 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
             return z
         gamma = self.gamma if gamma is None else gamma
         beta = self.beta if beta is None else beta
-        dtype = z.dtype
-        if _half(dtype):
-            z = ops.cast(z, "float32")
-        mean = ops.mean(z, axis=-1, keepdims=True)
-        centered = z - mean
-        variance = ops.mean(ops.square(centered), axis=-1, keepdims=True)
-        normed = centered * ops.rsqrt(variance + self.layer_norm_epsilon)
-        normed = normed * ops.cast(gamma, normed.dtype) + ops.cast(beta, normed.dtype)
-        return ops.cast(normed, dtype)
+        # Automatic differentiation: the hand-derived gradient measured slower in this
+        # layer's XLA-compiled training loop (see `keras_normkit.ops.layer_norm`).
+        return layer_norm(z, gamma, beta, self.layer_norm_epsilon, derived_gradient=False)
 
     def settle(self, boundary, fast_apply, gamma=None, beta=None):
         """`h_0 = f(LN(b))`, then `S` times `h <- f(LN(b + A·h))`; `fast_apply(h) = A·h`."""

@@ -13,7 +13,8 @@ the layer-normalized RNN cells run at every time step: in a TensorFlow graph wit
 every operation of a step is dispatched on its own, so the number of operations is the
 cost. The formula is `keras.layers.LayerNormalization`'s (same epsilon; tested to 1e-6 on
 outputs and 1e-5 on gradients in float32); like it, half-precision inputs are normalized in
-float32 and cast back.
+float32 and cast back. `FastWeightsRNN` runs the same forward formula with automatic
+differentiation (`derived_gradient=False`), measured faster in its XLA-compiled loop.
 
 On PyTorch, Keras's `LayerNormalization` already calls PyTorch's fused `layer_norm`
 kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
@@ -22,6 +23,8 @@ kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
 
 import keras
 from keras import ops
+
+from keras_normkit._validation import check_bool, check_number
 
 __all__ = ["layer_norm", "normalize"]
 
@@ -32,13 +35,18 @@ def _sum_over_examples(value):
     return ops.sum(value, axis=axes) if axes else value
 
 
-@ops.custom_gradient
-def _fused(x, gamma, beta, epsilon):
+def _forward(x, gamma, beta, epsilon):
+    """The formula: `(y, x_hat, 1 / sqrt(var + epsilon))`."""
     mean = ops.mean(x, axis=-1, keepdims=True)
     centered = x - mean
     inv = ops.rsqrt(ops.mean(ops.square(centered), axis=-1, keepdims=True) + epsilon)
     x_hat = centered * inv
-    y = x_hat * gamma + beta
+    return x_hat * gamma + beta, x_hat, inv
+
+
+@ops.custom_gradient
+def _fused(x, gamma, beta, epsilon):
+    y, x_hat, inv = _forward(x, gamma, beta, epsilon)
 
     def grad(*args, upstream=None):
         dy = args[0] if upstream is None else upstream
@@ -55,7 +63,7 @@ def _fused(x, gamma, beta, epsilon):
     return y, grad
 
 
-def layer_norm(x, gamma, beta, epsilon):
+def layer_norm(x, gamma, beta, epsilon, derived_gradient=True):
     """`gamma * (x - mean) / sqrt(var + epsilon) + beta` over the last axis of `x`.
 
     Args:
@@ -63,6 +71,12 @@ def layer_norm(x, gamma, beta, epsilon):
         gamma: Gain `(features,)`.
         beta: Shift `(features,)`.
         epsilon: Python float > 0 added to the variance.
+        derived_gradient: Boolean. `True` (default): back-propagate with the hand-derived
+            formula above (`keras.ops.custom_gradient`), fewest operations, the faster form
+            in a TensorFlow graph without XLA. `False`: automatic differentiation of the
+            same forward formula, which measured faster inside `FastWeightsRNN`'s
+            XLA-compiled training loop (1.06-1.21x less time per train step at T 50,
+            128 units).
 
     Returns:
         A tensor of the shape and dtype of `x` (computed in at least float32).
@@ -77,14 +91,15 @@ def layer_norm(x, gamma, beta, epsilon):
 
     Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
     """
+    epsilon = check_number("epsilon", epsilon, 0.0, strict_minimum=True)
+    derived_gradient = check_bool("derived_gradient", derived_gradient)
     dtype = keras.backend.standardize_dtype(x.dtype)
     compute = "float32" if dtype in ("float16", "bfloat16") else dtype
-    y = _fused(
-        ops.cast(x, compute),
-        ops.cast(gamma, compute),
-        ops.cast(beta, compute),
-        ops.convert_to_tensor(epsilon, compute),
-    )
+    args = (ops.cast(x, compute), ops.cast(gamma, compute), ops.cast(beta, compute))
+    if derived_gradient:
+        y = _fused(*args, ops.convert_to_tensor(epsilon, compute))
+    else:
+        y = _forward(*args, epsilon)[0]
     return ops.cast(y, dtype)
 
 

@@ -3,7 +3,8 @@
 Outputs are compared with `keras.layers.LayerNormalization` (same epsilon, gain and shift)
 to 1e-6 and gradients (of the input, gain and shift) to 1e-5 in float32, as the layer-norm
 RNN cells require; the gradients also against a float64 NumPy reference derived from the
-forward formula by central differences.
+forward formula by central differences. `derived_gradient=False` (automatic differentiation
+of the same forward formula, what `FastWeightsRNN` runs) is held to the same tolerances.
 """
 
 import keras
@@ -68,11 +69,12 @@ def _case(rng, shape, scale=1.0, offset=0.0):
 
 @pytest.mark.parametrize("shape", [(64, 512), (3, 7, 20), (2, 3)])
 @pytest.mark.parametrize("epsilon", [1e-3, 1e-6])
-def test_equals_keras_layer_normalization(shape, epsilon):
+@pytest.mark.parametrize("derived_gradient", [True, False])
+def test_equals_keras_layer_normalization(shape, epsilon, derived_gradient):
     x, gamma, beta, upstream = _case(np.random.default_rng(0), shape, scale=2.0, offset=0.5)
 
     def ours(x, gamma, beta):
-        return layer_norm(x, gamma, beta, epsilon)
+        return layer_norm(x, gamma, beta, epsilon, derived_gradient=derived_gradient)
 
     y, grads = value_and_grads(ours, [x, gamma, beta], upstream)
     y_keras, keras_grads = value_and_grads(
@@ -147,6 +149,22 @@ def test_half_precision_is_normalized_in_float32(dtype):
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(keras.ops.cast(y, "float32")), expected, atol=0.05
     )
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"epsilon": 0.0}, ValueError, "epsilon"),
+        ({"epsilon": -1e-3}, ValueError, "epsilon"),
+        ({"epsilon": float("nan")}, ValueError, "epsilon"),
+        ({"epsilon": "1e-3"}, TypeError, "epsilon"),
+        ({"epsilon": 1e-3, "derived_gradient": 1}, TypeError, "derived_gradient"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, error, message):
+    x = np.ones((2, 3), "float32")
+    with pytest.raises(error, match=message):
+        layer_norm(x, np.ones(3), np.zeros(3), **kwargs)
 
 
 def test_normalize_uses_the_layers_weights():
