@@ -57,6 +57,19 @@ def targets(labels, column, num_columns):
     return (labels == (1 if num_columns == 1 else column)).astype(np.float64)
 
 
+def padded_rows(rows, shape, fill=None):
+    """`rows` (1-D arrays, one per column) left-aligned in a float32 array of `shape`.
+
+    The rest of row `j` holds `fill`, or repeats of `rows[j][-1]` when `fill` is `None`: how
+    the fitted tables of varying length fill the calibration wrappers' fixed-size weights.
+    """
+    padded = np.empty(shape, np.float32)
+    for j, row in enumerate(rows):
+        padded[j, : len(row)] = row
+        padded[j, len(row) :] = row[-1] if fill is None else fill
+    return padded
+
+
 def renormalize(q):
     """Rows of `q` `(n, c)` divided by their sums (c > 1); zero rows become uniform."""
     if q.shape[1] == 1:

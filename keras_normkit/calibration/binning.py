@@ -290,15 +290,9 @@ class HistogramBinning(_OneVsRestCalibrator):
             self.strategy,
             self.min_samples_per_bin,
         )
-        edges = np.ones(self.bin_edges.shape, np.float32)
-        values = np.zeros(self.bin_values.shape, np.float32)
-        for j in range(fitted.num_columns):
-            e, v = fitted.edges[j], fitted.values[j]
-            edges[j, : len(e)] = _round_down_to_float32(e)
-            values[j, : len(v)] = v
-            values[j, len(v) :] = v[-1]
-        self.bin_edges.assign(edges)
-        self.bin_values.assign(values)
+        edges = [_round_down_to_float32(e) for e in fitted.edges]
+        self.bin_edges.assign(_one_vs_rest.padded_rows(edges, self.bin_edges.shape, fill=1.0))
+        self.bin_values.assign(_one_vs_rest.padded_rows(fitted.values, self.bin_values.shape))
 
     @property
     def calibration_map_(self):

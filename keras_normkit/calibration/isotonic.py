@@ -328,13 +328,9 @@ class IsotonicCalibration(_OneVsRestCalibrator):
                 f"needed, or by `build` before it, as {DEFAULT_NUM_BREAKPOINTS}). Create a new "
                 f"wrapper, e.g. IsotonicCalibration(model, num_breakpoints={2 * needed})."
             )
-        x = np.empty(self.x_thresholds.shape, np.float32)
-        y = np.empty(self.y_thresholds.shape, np.float32)
-        for j, (xj, yj) in enumerate(zip(fitted.x_thresholds, fitted.y_thresholds, strict=True)):
-            x[j, : len(xj)], x[j, len(xj) :] = xj, xj[-1]
-            y[j, : len(yj)], y[j, len(yj) :] = yj, yj[-1]
-        self.x_thresholds.assign(x)
-        self.y_thresholds.assign(y)
+        pad = _one_vs_rest.padded_rows
+        self.x_thresholds.assign(pad(fitted.x_thresholds, self.x_thresholds.shape))
+        self.y_thresholds.assign(pad(fitted.y_thresholds, self.y_thresholds.shape))
 
     @property
     def calibration_map_(self):
