@@ -1,6 +1,7 @@
 """Layer-normalized RNNs, ScaleNormalization and batch-norm folding vs what Keras offers.
 
     python benchmarks/bench_normalization.py [--repeats 10] [--rounds 3] [--section all]
+    python benchmarks/bench_normalization.py --section rnn --pairs 60
 
 One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
 
@@ -21,7 +22,10 @@ One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
   32x32x3 images.
 
 Each case runs with XLA off and on. The two sides are timed in interleaved rounds (median
-of `repeats` calls per round, best round kept), so the machine's noise hits both alike.
+of `repeats` calls per round, best round kept), so the machine's noise hits both alike; with
+`--pairs N`, in N alternating pairs of single calls instead, printing the ratio of the two
+medians and the quartiles of the N pair ratios (steadier on a shared VM, whose bursts of load
+move the rounds' ratios by +-0.1 or more).
 TensorFlow's default oneDNN setting is kept (on for x86 CPUs).
 """
 
@@ -51,12 +55,32 @@ def median_time(fn, repeats):
     return float(np.median(times))
 
 
-def compare(ours, theirs, repeats, rounds):
-    t_ours, t_theirs = float("inf"), float("inf")
-    for _ in range(rounds):
-        t_ours = min(t_ours, median_time(ours, repeats))
-        t_theirs = min(t_theirs, median_time(theirs, repeats))
-    return t_ours, t_theirs
+def compare(ours, theirs, repeats, rounds, pairs=0):
+    """`(ours s, theirs s, (q25, q75) of the paired ratios or None)`.
+
+    `pairs == 0`: the best of `rounds` rounds of the median of `repeats` calls per side.
+    `pairs > 0`: `pairs` single calls per side, alternating (the order flips every pair), so
+    that a burst of load from elsewhere on a shared VM hits both sides of a pair; the medians
+    of each side and the quartiles of the per-pair ratios.
+    """
+    if pairs <= 0:
+        t_ours, t_theirs = float("inf"), float("inf")
+        for _ in range(rounds):
+            t_ours = min(t_ours, median_time(ours, repeats))
+            t_theirs = min(t_theirs, median_time(theirs, repeats))
+        return t_ours, t_theirs, None
+    for fn in (ours, theirs):
+        fn()  # trace / compile / warm up
+        fn()
+    times = np.zeros((pairs, 2))
+    for i in range(pairs):
+        for j in (0, 1) if i % 2 == 0 else (1, 0):
+            start = time.perf_counter()
+            (ours, theirs)[j]()
+            times[i, j] = time.perf_counter() - start
+    ratios = times[:, 0] / times[:, 1]
+    t_ours, t_theirs = np.median(times, axis=0)
+    return float(t_ours), float(t_theirs), tuple(np.percentile(ratios, [25, 75]))
 
 
 def rnn_model(layer_cls, steps=50, features=32, units=128):
@@ -154,21 +178,31 @@ def inference(model, x, jit):
     return lambda: run().numpy()
 
 
-def main(repeats=10, rounds=3, section="all"):
-    print(
-        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; "
-        f"best of {rounds} rounds of the median of {repeats} calls"
+def main(repeats=10, rounds=3, section="all", pairs=0):
+    how = (
+        f"medians of {pairs} alternating pairs of calls, and the quartiles of the pair ratios"
+        if pairs > 0
+        else f"best of {rounds} rounds of the median of {repeats} calls"
     )
-    print(f"{'case':52s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s}")
+    print(
+        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; {how}"
+    )
+    print(
+        f"{'case':52s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s} {'q25-q75':>11s}"
+    )
     rows = []
 
-    def report(name, jit, t_ours, t_theirs):
+    def report(name, jit, t_ours, t_theirs, quartiles=None):
         rows.append((name, jit, t_ours, t_theirs))
+        spread = "" if quartiles is None else f"{quartiles[0]:.2f}-{quartiles[1]:.2f}"
         print(
             f"{name:52s} {'on' if jit else 'off':>4s} {1e3 * t_ours:9.2f} "
-            f"{1e3 * t_theirs:9.2f} {t_ours / t_theirs:7.2f}",
+            f"{1e3 * t_theirs:9.2f} {t_ours / t_theirs:7.2f} {spread:>11s}",
             flush=True,
         )
+
+    def timed(ours, theirs):
+        return compare(ours, theirs, repeats, rounds, pairs)
 
     def wanted(name):
         return section in ("all", name)
@@ -178,28 +212,16 @@ def main(repeats=10, rounds=3, section="all"):
         (LayerNormGRU, keras.layers.GRU, "train step LayerNormGRU / GRU (64x50x32, 128)"),
     ):
         for jit in (False, True) if wanted("rnn") else ():
-            t = compare(
-                rnn_train_step(ours_cls, jit),
-                rnn_train_step(keras_cls, jit),
-                repeats,
-                rounds,
-            )
-            report(name, jit, *t)
+            report(name, jit, *timed(rnn_train_step(ours_cls, jit), rnn_train_step(keras_cls, jit)))
 
     for ours_cls in (LayerNormLSTM, FastWeightsRNN) if wanted("predict") else ():
         name = f"predict_on_batch {ours_cls.__name__} / LSTM (64x50x32, 128)"
         for jit in (False, True):
-            t = compare(
-                rnn_predict(ours_cls, jit), rnn_predict(keras.layers.LSTM, jit), repeats, rounds
+            report(
+                name, jit, *timed(rnn_predict(ours_cls, jit), rnn_predict(keras.layers.LSTM, jit))
             )
-            report(name, jit, *t)
         with tempfile.TemporaryDirectory() as directory:
-            t = compare(
-                rnn_served(ours_cls, directory),
-                rnn_served(keras.layers.LSTM, directory),
-                repeats,
-                rounds,
-            )
+            t = timed(rnn_served(ours_cls, directory), rnn_served(keras.layers.LSTM, directory))
             report(f"served SavedModel {ours_cls.__name__} / LSTM (same)", False, *t)
     if wanted("ops"):
         print(f"\n{'graph operations per time step (TensorFlow)':52s} {'forward':>8s} {'grad':>6s}")
@@ -207,25 +229,23 @@ def main(repeats=10, rounds=3, section="all"):
             forward, gradient = loop_ops_per_step(cls)
             print(f"{cls.__name__:52s} {forward:8d} {gradient:6d}", flush=True)
     if wanted("scale"):
-        scale_normalization(report, repeats, rounds)
+        scale_normalization(report, timed)
     if wanted("fold"):
-        folding(report, repeats, rounds)
+        folding(report, timed)
     return rows
 
 
-def scale_normalization(report, repeats, rounds):
+def scale_normalization(report, timed):
     x = tf.constant(np.random.default_rng(0).normal(size=(4096, 1024)).astype("float32"))
     for jit in (False, True):
-        t = compare(
+        t = timed(
             forward_backward(ScaleNormalization(), x, jit),
             forward_backward(keras.layers.LayerNormalization(), x, jit),
-            repeats,
-            rounds,
         )
         report("fwd+bwd ScaleNormalization / LayerNormalization", jit, *t)
 
 
-def folding(report, repeats, rounds):
+def folding(report, timed):
     model = conv_bn_net()
     folded = fold_batch_normalization(model, verbose=False)
     images = tf.constant(np.random.default_rng(1).normal(size=(64, 32, 32, 3)).astype("float32"))
@@ -233,7 +253,7 @@ def folding(report, repeats, rounds):
         model(images, training=False), folded(images, training=False), atol=1e-4
     )
     for jit in (False, True):
-        t = compare(inference(folded, images, jit), inference(model, images, jit), repeats, rounds)
+        t = timed(inference(folded, images, jit), inference(model, images, jit))
         report("inference folded / unfolded Conv-BN-ReLU x4 (64x32x32x3)", jit, *t)
 
 
@@ -242,7 +262,13 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="time N alternating pairs of single calls instead of rounds (see `compare`)",
+    )
+    parser.add_argument(
         "--section", choices=["all", "rnn", "predict", "ops", "scale", "fold"], default="all"
     )
     args = parser.parse_args()
-    main(args.repeats, args.rounds, args.section)
+    main(args.repeats, args.rounds, args.section, args.pairs)
