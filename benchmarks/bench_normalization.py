@@ -12,6 +12,10 @@ One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
   `FastWeightsRNN` one (issue 17 has one inference row for both), vs the `LSTM` one, and
   the same models exported (`model.export`) and served from the reloaded SavedModel
   (target <= 1.5);
+* `--section fused`: the same training step with the cells' norms run by TensorFlow's
+  fused batch-norm kernel on a reshaped tensor (tf.keras 2's `LayerNormalization` trick),
+  against the shipped `keras_normkit.ops.layer_norm` (issue 17 asked whether such a
+  TensorFlow-only kernel would reach 1.3x);
 * `--section ops`: the profile behind the RNN ratios: how many graph operations one time
   step runs in the TensorFlow training graph (forward loop body and its gradient's), ours
   vs Keras's, which is what a step costs at these sizes without XLA;
@@ -31,6 +35,7 @@ TensorFlow's default oneDNN setting is kept (on for x86 CPUs).
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
@@ -115,6 +120,42 @@ def rnn_served(layer_cls, directory, batch=64, steps=50, features=32):
     rnn_model(layer_cls, steps, features).export(path, verbose=False)
     loaded = tf.saved_model.load(path)  # kept alive: `serve` reads its variables
     return lambda: loaded.serve(x).numpy()
+
+
+def fused_batch_norm_layer_norm(norm, x):
+    """`norm(x)` through TensorFlow's fused batch-norm kernel (the `fused` section).
+
+    The trick tf.keras 2's `LayerNormalization` used: `x` of shape `(N, F)` as an NCHW image
+    `(1, N, F, 1)`, so that the per-channel statistics of `FusedBatchNormV3` are each
+    example's mean and variance over its features; one kernel forward, one backward.
+    """
+    features = x.shape[-1]
+    images = tf.reshape(x, [1, -1, features, 1])
+    channels = tf.shape(images)[1]
+    y, *_ = tf.raw_ops.FusedBatchNormV3(
+        x=images,
+        scale=tf.ones([channels], x.dtype),
+        offset=tf.zeros([channels], x.dtype),
+        mean=tf.zeros([0], x.dtype),
+        variance=tf.zeros([0], x.dtype),
+        epsilon=norm.epsilon,
+        data_format="NCHW",
+        is_training=True,
+    )
+    return tf.reshape(y, tf.shape(x)) * norm.gamma + norm.beta
+
+
+def fused_kernel_train_step(layer_cls, jit):
+    """`rnn_train_step` with the cell's norms run by `fused_batch_norm_layer_norm`."""
+    module = sys.modules[layer_cls.__module__]
+    shipped = module.normalize
+    module.normalize = fused_batch_norm_layer_norm
+    try:
+        step = rnn_train_step(layer_cls, jit)
+        step()  # traced with the fused kernel
+    finally:
+        module.normalize = shipped
+    return step
 
 
 def loop_ops_per_step(layer_cls, batch=64, steps=50, features=32, units=128):
@@ -223,6 +264,13 @@ def main(repeats=10, rounds=3, section="all", pairs=0):
         with tempfile.TemporaryDirectory() as directory:
             t = timed(rnn_served(ours_cls, directory), rnn_served(keras.layers.LSTM, directory))
             report(f"served SavedModel {ours_cls.__name__} / LSTM (same)", False, *t)
+    for ours_cls, name in (
+        (LayerNormLSTM, "train step LayerNormLSTM, fused TF kernel / shipped"),
+        (LayerNormGRU, "train step LayerNormGRU, fused TF kernel / shipped"),
+    ):
+        for jit in (False, True) if wanted("fused") else ():
+            t = timed(fused_kernel_train_step(ours_cls, jit), rnn_train_step(ours_cls, jit))
+            report(name, jit, *t)
     if wanted("ops"):
         print(f"\n{'graph operations per time step (TensorFlow)':52s} {'forward':>8s} {'grad':>6s}")
         for cls in (LayerNormLSTM, keras.layers.LSTM, LayerNormGRU, keras.layers.GRU):
@@ -268,7 +316,9 @@ if __name__ == "__main__":
         help="time N alternating pairs of single calls instead of rounds (see `compare`)",
     )
     parser.add_argument(
-        "--section", choices=["all", "rnn", "predict", "ops", "scale", "fold"], default="all"
+        "--section",
+        choices=["all", "rnn", "predict", "fused", "ops", "scale", "fold"],
+        default="all",
     )
     args = parser.parse_args()
     main(args.repeats, args.rounds, args.section, args.pairs)
