@@ -36,6 +36,13 @@ from keras_normkit._validation import check_int, check_number, check_seed
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
 from keras_normkit.backend.keras_compat import DropoutRNNCell
+from keras_normkit.ops.layer_norm import layer_norm, normalize
+
+
+class _LoopWeights:
+    """Holds the tensors a cell's steps read, when they were read before the time loop."""
+
+    values = None
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -89,6 +96,47 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         self.norm_beta_initializer = initializers.get(norm_beta_initializer)
         self.state_size = self.units
         self.output_size = self.units
+        self._loop_weights = _LoopWeights()
+
+    def _norms(self):
+        """The `LayerNormalization` sublayers (in weight order)."""
+        return [
+            layer for layer in self._layers if isinstance(layer, keras.layers.LayerNormalization)
+        ]
+
+    def _read_weights(self, read):
+        """What a step reads, by name: `kernel`, `recurrent_kernel`, `bias` (or `None`).
+
+        `read=False`: the variables themselves (each step reads them). `read=True`: tensors
+        read now, plus each norm's `(gamma, beta)` under the norm's name; cells add what
+        they derive from them (slices), so that a loop computes it once.
+        """
+        # `ops.copy` reads the value (TensorFlow's `convert_to_tensor` of a variable returns
+        # the variable, which a loop body would read again at every step).
+        get = ops.copy if read else (lambda weight: weight)
+        weights = {
+            "kernel": get(self.kernel),
+            "recurrent_kernel": get(self.recurrent_kernel),
+            "bias": get(self.bias) if self.use_bias else None,
+        }
+        if read:
+            for norm in self._norms():
+                weights[norm.name] = (get(norm.gamma), get(norm.beta))
+        return weights
+
+    def _step_weights(self):
+        """The tensors read before the time loop (`_LayerNormRNNBase` on TensorFlow), else
+        the variables."""
+        values = self._loop_weights.values
+        return self._read_weights(read=False) if values is None else values
+
+    @staticmethod
+    def _norm(norm, x, weights):
+        """`norm(x)` (`keras_normkit.ops.normalize`), with the gain and shift in `weights`
+        if they were read before the loop."""
+        if norm.name in weights:
+            return layer_norm(x, *weights[norm.name], norm.epsilon)
+        return normalize(norm, x)
 
     def _make_norm(self, name):
         """A Keras `LayerNormalization` over the last axis with the cell's norm settings."""
@@ -234,6 +282,20 @@ class _LayerNormRNNBase(keras.layers.RNN):
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if keras.backend.backend() != "tensorflow":
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        # TensorFlow's time loop is a graph `while` whose body would read (and cast, under
+        # mixed precision) every weight of the cell at every step, slice the GRU's weights
+        # at every step (and scatter each slice's gradient back at every step), and keep
+        # the norm gains read there for back-propagation: all of it happens once, here.
+        holder = self.cell._loop_weights
+        holder.values = self.cell._read_weights(read=True)
+        try:
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        finally:
+            holder.values = None
 
     @property
     def units(self):

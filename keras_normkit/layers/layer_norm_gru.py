@@ -21,7 +21,6 @@ import keras
 from keras import activations, ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
-from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
 
@@ -115,36 +114,50 @@ class LayerNormGRUCell(_LayerNormCellBase):
             self.candidate_norm.build((None, n))
         self.built = True
 
+    def _read_weights(self, read):
+        weights = super()._read_weights(read)
+        n, bias, kernel = self.units, weights["bias"], weights["recurrent_kernel"]
+        if self.reset_after:
+            if self.use_bias:
+                weights["input_bias"], weights["recurrent_bias"] = bias[0], bias[1]
+        else:
+            weights["input_bias"] = bias
+            weights["gate_kernel"], weights["candidate_kernel"] = (
+                kernel[:, : 2 * n],
+                kernel[:, 2 * n :],
+            )
+        return weights
+
     def _project_inputs(self, inputs, training):
-        x = normalize(
-            self.input_norm, ops.matmul(self._dropped_inputs(inputs, training), self.kernel)
-        )
-        if self.use_bias:
-            x = x + (self.bias[0] if self.reset_after else self.bias)
-        return x
+        w = self._step_weights()
+        x = ops.matmul(self._dropped_inputs(inputs, training), w["kernel"])
+        x = self._norm(self.input_norm, x, w)
+        return x + w["input_bias"] if self.use_bias else x
 
     def _recurrent_step(self, x, states, training):
+        w = self._step_weights()
         nested = isinstance(states, (list, tuple))
         h_tm1 = states[0] if nested else states
         h_dropped = self._dropped_state(h_tm1, training)
-        n = self.units
         if self.reset_after:
-            u = normalize(self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel))
+            u = self._norm(self.recurrent_norm, ops.matmul(h_dropped, w["recurrent_kernel"]), w)
             if self.use_bias:
-                u = u + self.bias[1]
-            z = self.recurrent_activation(x[:, :n] + u[:, :n])
-            r = self.recurrent_activation(x[:, n : 2 * n] + u[:, n : 2 * n])
-            candidate = self.activation(x[:, 2 * n :] + r * u[:, 2 * n :])
+                u = u + w["recurrent_bias"]
+            # One split each, not three slices: a slice's gradient scatters into a
+            # full-size zero tensor, at every step of the loop.
+            x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+            u_z, u_r, u_h = ops.split(u, 3, axis=-1)
+            z = self.recurrent_activation(x_z + u_z)
+            r = self.recurrent_activation(x_r + u_r)
+            candidate = self.activation(x_h + r * u_h)
         else:
-            u = normalize(
-                self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel[:, : 2 * n])
-            )
-            z = self.recurrent_activation(x[:, :n] + u[:, :n])
-            r = self.recurrent_activation(x[:, n : 2 * n] + u[:, n:])
-            u_h = normalize(
-                self.candidate_norm, ops.matmul(r * h_dropped, self.recurrent_kernel[:, 2 * n :])
-            )
-            candidate = self.activation(x[:, 2 * n :] + u_h)
+            u = self._norm(self.recurrent_norm, ops.matmul(h_dropped, w["gate_kernel"]), w)
+            x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+            u_z, u_r = ops.split(u, 2, axis=-1)
+            z = self.recurrent_activation(x_z + u_z)
+            r = self.recurrent_activation(x_r + u_r)
+            u_h = ops.matmul(r * h_dropped, w["candidate_kernel"])
+            candidate = self.activation(x_h + self._norm(self.candidate_norm, u_h, w))
         h = z * h_tm1 + (1 - z) * candidate
         return h, ([h] if nested else h)
 

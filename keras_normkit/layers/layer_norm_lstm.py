@@ -19,7 +19,6 @@ import keras
 from keras import activations, initializers, ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
-from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
 
@@ -151,21 +150,23 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         self.built = True
 
     def _project_inputs(self, inputs, training):
-        x = normalize(
-            self.input_norm, ops.matmul(self._dropped_inputs(inputs, training), self.kernel)
-        )
-        return x + self.bias if self.use_bias else x
+        w = self._step_weights()
+        x = self._dropped_inputs(inputs, training)
+        x = self._norm(self.input_norm, ops.matmul(x, w["kernel"]), w)
+        return x + w["bias"] if self.use_bias else x
 
     def _recurrent_step(self, projected, states, training):
+        w = self._step_weights()
         h_tm1, c_tm1 = states[0], states[1]
         h_dropped = self._dropped_state(h_tm1, training)
-        z = projected + normalize(self.recurrent_norm, ops.matmul(h_dropped, self.recurrent_kernel))
+        u = ops.matmul(h_dropped, w["recurrent_kernel"])
+        z = projected + self._norm(self.recurrent_norm, u, w)
         z_i, z_f, z_g, z_o = ops.split(z, 4, axis=-1)
         i = self.recurrent_activation(z_i)
         f = self.recurrent_activation(z_f)
         o = self.recurrent_activation(z_o)
         c = f * c_tm1 + i * self.activation(z_g)
-        c_normalized = normalize(self.state_norm, c)
+        c_normalized = self._norm(self.state_norm, c, w)
         h = o * self.activation(c_normalized)
         return h, [h, c_normalized if self.carry_normalized_state else c]
 

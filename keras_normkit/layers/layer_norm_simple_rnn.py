@@ -16,7 +16,6 @@ import keras
 from keras import ops
 
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
-from keras_normkit.ops.layer_norm import normalize
 
 __all__ = ["LayerNormSimpleRNNCell", "LayerNormSimpleRNN"]
 
@@ -97,14 +96,15 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
         self.built = True
 
     def _project_inputs(self, inputs, training):
-        return ops.matmul(self._dropped_inputs(inputs, training), self.kernel)
+        return ops.matmul(self._dropped_inputs(inputs, training), self._step_weights()["kernel"])
 
     def _recurrent_step(self, projected, states, training):
+        w = self._step_weights()
         h_tm1 = states[0] if isinstance(states, (list, tuple)) else states
         h_dropped = self._dropped_state(h_tm1, training)
-        z = normalize(self.norm, projected + ops.matmul(h_dropped, self.recurrent_kernel))
+        z = self._norm(self.norm, projected + ops.matmul(h_dropped, w["recurrent_kernel"]), w)
         if self.use_bias:
-            z = z + self.bias
+            z = z + w["bias"]
         h = self.activation(z)
         return h, ([h] if isinstance(states, (list, tuple)) else h)
 

@@ -28,7 +28,7 @@ from keras_normkit.layers import (
     LayerNormSimpleRNN,
     LayerNormSimpleRNNCell,
 )
-from tests.conftest import requires_xla
+from tests.conftest import requires_tensorflow, requires_xla
 
 EPS = 1e-3
 
@@ -291,6 +291,68 @@ def _check_drop_in(ours, theirs):
     ours_shapes = {w.name: tuple(w.shape) for w in ours_layer.weights if w.name in names}
     ref_shapes = {w.name: tuple(w.shape) for w in ref.weights}
     assert ours_shapes == ref_shapes
+
+
+LOOP_CASES = [
+    (LayerNormSimpleRNN, {}),
+    (LayerNormLSTM, {}),
+    (LayerNormGRU, {}),
+    (LayerNormGRU, {"reset_after": False}),
+]
+
+
+@requires_tensorflow  # tf.GradientTape; the weights are read before the loop on TensorFlow only
+@pytest.mark.parametrize("layer_cls, kwargs", LOOP_CASES)
+def test_layer_gradients_equal_rnn_of_its_cell(layer_cls, kwargs):
+    """The layer reads its weights once, before the time loop; RNN(cell) at every step.
+    Both give the same gradient for every weight (and the input), masked and not."""
+    import tensorflow as tf
+
+    x = tf.constant(_inputs(steps=5))
+    mask = np.ones(x.shape[:2], bool)
+    mask[0, 3:] = False
+    layer = layer_cls(4, return_sequences=True, **kwargs)
+    layer.build(x.shape)
+    randomize(layer)
+    ref = keras.layers.RNN(layer_cls._cell_class(4, **kwargs), return_sequences=True)
+    ref.build(x.shape)
+    ref.set_weights(layer.get_weights())
+    upstream = np.random.default_rng(5).normal(size=(*x.shape[:2], 4)).astype("float32")
+    for m in (None, mask):
+        grads = []
+        for rnn in (layer, ref):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                loss = tf.reduce_sum(rnn(x, mask=m, training=True) * upstream)
+            grads.append(tape.gradient(loss, [x, *rnn.trainable_weights]))
+        assert len(grads[0]) == len(grads[1]) == 1 + len(layer.trainable_weights)
+        for ours, theirs in zip(*grads, strict=True):
+            np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-5, rtol=1e-5)
+
+
+@requires_tensorflow  # the TensorFlow graph's while loop
+@pytest.mark.parametrize("layer_cls, kwargs", LOOP_CASES)
+def test_tensorflow_loop_body_reads_no_weight(layer_cls, kwargs):
+    """Inside the time loop of a training step, no weight is read (or sliced) again."""
+    import tensorflow as tf
+
+    layer = layer_cls(8, **kwargs)
+    layer.build((None, 6, 3))
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x, training=True))
+        return tape.gradient(loss, layer.trainable_weights)
+
+    graph = step.get_concrete_function(tf.zeros((2, 6, 3))).graph
+    bodies = [f for f in graph.as_graph_def().library.function if "while_body" in f.signature.name]
+    assert bodies
+    for body in bodies:
+        ops_in_body = {node.op for node in body.node_def}
+        assert not ops_in_body & {"ReadVariableOp", "StridedSlice", "StridedSliceGrad"}, (
+            body.signature.name
+        )
 
 
 @pytest.mark.parametrize("cls", [LayerNormLSTM, LayerNormGRU])
