@@ -16,7 +16,9 @@ fewer operations per time step) from each sublayer's own `gamma`, `beta` and `ep
 writes its own step (`_project_inputs`, the state-free part, then `_recurrent_step`).
 `_LayerNormRNNBase` is the `keras.layers.RNN` around one such cell, built from the
 constructor arguments, that `LayerNormSimpleRNN`, `LayerNormLSTM` and `LayerNormGRU`
-specialize.
+specialize. On TensorFlow it reads the cell's weights once, before the time loop
+(`_read_weights(read=True)`; a step gets them from `_step_weights()`), where a graph loop
+would read, cast and slice them again at every step.
 
 Dropout: like Keras's fused implementation (`implementation=2`), each cell samples one
 input mask and one recurrent mask per batch (Keras's `DropoutRNNCell` API, so the masks
