@@ -51,6 +51,7 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
     """Shared constructor, weights, normalization sublayers and config of the cells."""
 
     _num_blocks = 1  # gates per cell: 1 (SimpleRNN), 4 (LSTM), 3 (GRU)
+    _norm_names = ()  # attributes holding the cell's norms
 
     def __init__(
         self,
@@ -101,10 +102,8 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         self._loop_weights = _LoopWeights()
 
     def _norms(self):
-        """The `LayerNormalization` sublayers (in weight order)."""
-        return [
-            layer for layer in self._layers if isinstance(layer, keras.layers.LayerNormalization)
-        ]
+        """The cell's `LayerNormalization` sublayers (`_norm_names` that it has)."""
+        return [getattr(self, name) for name in self._norm_names if hasattr(self, name)]
 
     def _read_weights(self, read):
         """What a step reads, by name: `kernel`, `recurrent_kernel`, `bias` (or `None`).

@@ -86,6 +86,7 @@ class LayerNormGRUCell(_LayerNormCellBase):
     """
 
     _num_blocks = 3
+    _norm_names = ("input_norm", "recurrent_norm", "candidate_norm")
 
     def __init__(
         self,

@@ -97,6 +97,7 @@ class LayerNormLSTMCell(_LayerNormCellBase):
     """
 
     _num_blocks = 4
+    _norm_names = ("input_norm", "recurrent_norm", "state_norm")
 
     def __init__(
         self,

@@ -84,6 +84,7 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
     """
 
     _num_blocks = 1
+    _norm_names = ("norm",)
 
     def __init__(self, units, **kwargs):
         super().__init__(units, **kwargs)
