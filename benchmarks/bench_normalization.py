@@ -47,6 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_normkit.layers import FastWeightsRNN, LayerNormGRU, LayerNormLSTM, ScaleNormalization
+from keras_normkit.layers._layer_norm_rnn_base import _LayerNormRNNBase
 from keras_normkit.utils import fold_batch_normalization
 
 
@@ -122,8 +123,8 @@ def rnn_served(layer_cls, directory, batch=64, steps=50, features=32):
     return lambda: loaded.serve(x).numpy()
 
 
-def fused_batch_norm_layer_norm(norm, x):
-    """`norm(x)` through TensorFlow's fused batch-norm kernel (the `fused` section).
+def fused_batch_norm_layer_norm(x, gamma, beta, epsilon):
+    """`layer_norm(x, gamma, beta, epsilon)` through TensorFlow's fused batch-norm kernel.
 
     The trick tf.keras 2's `LayerNormalization` used: `x` of shape `(N, F)` as an NCHW image
     `(1, N, F, 1)`, so that the per-channel statistics of `FusedBatchNormV3` are each
@@ -138,23 +139,28 @@ def fused_batch_norm_layer_norm(norm, x):
         offset=tf.zeros([channels], x.dtype),
         mean=tf.zeros([0], x.dtype),
         variance=tf.zeros([0], x.dtype),
-        epsilon=norm.epsilon,
+        epsilon=epsilon,
         data_format="NCHW",
         is_training=True,
     )
-    return tf.reshape(y, tf.shape(x)) * norm.gamma + norm.beta
+    return tf.reshape(y, tf.shape(x)) * gamma + beta
 
 
 def fused_kernel_train_step(layer_cls, jit):
-    """`rnn_train_step` with the cell's norms run by `fused_batch_norm_layer_norm`."""
-    module = sys.modules[layer_cls.__module__]
-    shipped = module.normalize
-    module.normalize = fused_batch_norm_layer_norm
+    """`rnn_train_step` with the cell's norms run by `fused_batch_norm_layer_norm`.
+
+    The layers' time loop normalizes through the `layer_norm` that
+    `keras_normkit.layers._layer_norm_rnn_base` imports (the gains read before the loop),
+    so that name is swapped while the step is traced.
+    """
+    module = sys.modules[_LayerNormRNNBase.__module__]
+    shipped = module.layer_norm
+    module.layer_norm = fused_batch_norm_layer_norm
     try:
         step = rnn_train_step(layer_cls, jit)
         step()  # traced with the fused kernel
     finally:
-        module.normalize = shipped
+        module.layer_norm = shipped
     return step
 
 
