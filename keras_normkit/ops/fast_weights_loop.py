@@ -23,10 +23,12 @@ Matrix vs memory forms (`ChunkedLoop(cell, implementation, ...)`), algebraically
   `O(B T H)` work per step: faster when the sequence is short relative to `units`. `A` is
   formed once at the end (the returned state).
 
-Two loops. The memory form's history fills up as the sequence runs, so with a static `T` of
-64 steps or more (8 chunks) it runs two loops: the first over a half-size history buffer,
-the second over the full one (3/4 of the attention work of a single loop over the full
-buffer).
+Several loops. The memory form's history fills up as the sequence runs, so with a static `T`
+of 64 steps or more (8 chunks) it runs consecutive loops over growing history buffers
+(`memory_segments`): two loops from 8 chunks, three from 12, four from 16 chunks
+(128 steps). Each loop attends over a buffer just as long as the history at its end, where
+one loop would attend over (and back-propagation would store, at every iteration) the
+full-length buffer: with `k` equal loops the work is `(k + 1) / (2k)` of one loop's.
 
 The loop itself is the backend's RNN loop (`keras_normkit.backend.keras_compat.backend_rnn`,
 what `keras.layers.RNN` runs), so it compiles with XLA and exports like a Keras RNN.
@@ -37,10 +39,15 @@ from keras import ops
 from keras_normkit.backend.keras_compat import backend_rnn
 from keras_normkit.ops._shapes import padding_to_multiple
 
-__all__ = ["CHUNK", "ChunkedLoop", "matvec", "static_steps"]
+__all__ = ["CHUNK", "ChunkedLoop", "matvec", "memory_segments", "static_steps"]
 
 # Steps per iteration of the time loop (see `ChunkedLoop`).
 CHUNK = 8
+
+# The memory form's consecutive loops (see `memory_segments`): at most this many, of at
+# least `_CHUNKS_PER_LOOP` chunks each.
+_MAX_LOOPS = 4
+_CHUNKS_PER_LOOP = 4
 
 
 def static_steps(x):
@@ -52,6 +59,25 @@ def static_steps(x):
     """
     steps = x.shape[1]
     return steps if isinstance(steps, int) else None
+
+
+def memory_segments(n_chunks):
+    """The memory form's loops over `n_chunks` chunks: `[(first chunk, end chunk), ...]`.
+
+    `min(4, n_chunks // 4)` consecutive loops of (nearly) equal length, one loop below 8
+    chunks. Loop `i` attends over a history buffer of `end_i` chunks; with `k` equal loops
+    the attention work (and the history back-propagation stores) is `(k + 1) / (2k)` of
+    one loop over the full buffer. Measured (`benchmarks/bench_fast_weights.py`, T 200,
+    256 units, B 64, without jit_compile, one process, interleaved): two loops 1.46-1.59x
+    an LSTM's train step, four 1.26-1.33x, six 1.13-1.24x; but each loop compiles on its
+    own under XLA (first step 25 s, 54 s, 97 s), hence at most four. At 4 chunks a second
+    loop's overhead cost more than it saved.
+    """
+    if n_chunks is None or n_chunks < 2 * _CHUNKS_PER_LOOP:
+        return [(0, n_chunks)]
+    loops = min(_MAX_LOOPS, n_chunks // _CHUNKS_PER_LOOP)
+    edges = [round(i * n_chunks / loops) for i in range(loops + 1)]
+    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def matvec(a, v):
@@ -230,14 +256,13 @@ class ChunkedLoop:
             body = ops.concatenate([body_x, ops.reshape(m[:, :main], (batch, count, chunk, 1))], -1)
         out_prev0 = ops.zeros((batch, units), dtype)
         memory = self.implementation == "memory"
-        # Loops over consecutive ranges of chunks. The memory form's history fills up as the
-        # sequence runs, so with a static T of 64 steps or more (8 chunks) it runs two
-        # loops: the first attends over a half-size buffer (3/4 of the attention work of one
-        # loop over the full buffer; at 4 chunks the second loop's overhead cost more than it
-        # saved). Not for the loops of single steps of short sequences (`chunk_size`).
+        # Loops over consecutive ranges of chunks: the memory form's history fills up as
+        # the sequence runs, so a long sequence runs several loops over growing buffers
+        # (`memory_segments`). Not for the loops of single steps of short sequences
+        # (`chunk_size`), never for the matrix form.
         segments = [(0, n_chunks)]
-        if memory and n_chunks is not None and n_chunks * chunk >= 8 * CHUNK:
-            segments = [(0, n_chunks // 2), (n_chunks // 2, n_chunks)]
+        if memory and chunk == CHUNK:
+            segments = memory_segments(n_chunks)
         if memory:
             n_slots = segments[0][1] if n_chunks is not None else ops.shape(body_x)[1]
             history = ops.zeros((batch, n_slots, chunk, units), dtype)

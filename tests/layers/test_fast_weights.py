@@ -164,25 +164,28 @@ def _layer_pair(units, **kwargs):
 
 
 @requires_tensorflow  # tf.GradientTape
-# One loop chunk; two chunks and a tail; the memory form's two loops (4 + 4 chunks) and a tail.
-@pytest.mark.parametrize("steps", [8, 21, 69])
+# One loop chunk; two chunks and a tail; the memory form's two loops (4 + 4 chunks) and a
+# tail; its four loops (4 chunks each) and a tail.
+@pytest.mark.parametrize("steps", [8, 21, 69, 133])
 @pytest.mark.parametrize("with_initial_state", [False, True])
 def test_implementations_agree_on_outputs_and_gradients(with_initial_state, steps):
     rng = np.random.default_rng(5)
     batch, dim, units = 3, 4, 6
-    x = tf.constant(rng.normal(size=(batch, steps, dim)).astype("float32"))
+    # float64: the two orders of computation agree to round-off at every length (in
+    # float32 they drift apart by ~1e-4 over 133 steps, with any number of loops).
+    x = tf.constant(rng.normal(size=(batch, steps, dim)))
     mask = tf.constant(ragged_mask(rng, batch, steps))
-    target = rng.normal(size=(batch, steps, units)).astype("float32")
+    target = rng.normal(size=(batch, steps, units))
     state = None
     if with_initial_state:
         state = [
-            tf.constant(np.abs(rng.normal(size=(batch, units))).astype("float32")),
-            tf.constant(rng.normal(scale=0.3, size=(batch, units * units)).astype("float32")),
+            tf.constant(np.abs(rng.normal(size=(batch, units)))),
+            tf.constant(rng.normal(scale=0.3, size=(batch, units * units))),
         ]
     weights = random_weights(rng, dim, units)
     results = {}
     for name, layer in _layer_pair(
-        units, inner_steps=2, decay=0.9, return_sequences=True, return_state=True
+        units, inner_steps=2, decay=0.9, return_sequences=True, return_state=True, dtype="float64"
     ).items():
         layer.build((batch, steps, dim))
         set_weights(layer, weights)
@@ -197,7 +200,7 @@ def test_implementations_agree_on_outputs_and_gradients(with_initial_state, step
         results[name] = numpy_out([out, h, a]) + numpy_out(grads)
     for m, e in zip(results["memory"], results["matrix"], strict=True):
         scale = max(1.0, np.abs(e).max())
-        np.testing.assert_allclose(m / scale, e / scale, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(m / scale, e / scale, atol=1e-9, rtol=0)
 
 
 def chunk_crossing_mask(rng, batch, steps):
@@ -208,15 +211,19 @@ def chunk_crossing_mask(rng, batch, steps):
     mask[2, 19:] = False  # the tail (T = 21)
     if steps > 64:
         mask[1, 30:34] = False  # across the boundary between the memory form's two loops
+    if steps > 128:
+        mask[0, 62:66] = False  # across the boundaries between its four loops
+        mask[2, 95:98] = False
     return mask
 
 
-@pytest.mark.parametrize("steps", [6, 21, 69])
+@pytest.mark.parametrize("steps", [6, 21, 69, 133])
 @pytest.mark.parametrize("go_backwards", [False, True])
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_go_backwards_initial_state_and_masks_match_numpy(implementation, go_backwards, steps):
     """T = 6 runs as one chunk; T = 21 as two chunks of 8 in the loop and a tail of 5; T = 69
-    as eight chunks (the memory form: two loops of four) and a tail of 5."""
+    as eight chunks (the memory form: two loops of four) and a tail of 5; T = 133 as 16
+    chunks (the memory form: four loops of four) and a tail of 5."""
     rng = np.random.default_rng(13)
     batch, dim, units = 3, 3, 5
     x = rng.normal(size=(batch, steps, dim)).astype("float32")

@@ -6,7 +6,13 @@ import pytest
 
 from keras_normkit.layers import FastWeightsRNNCell
 from keras_normkit.ops._shapes import padding_to_multiple
-from keras_normkit.ops.fast_weights_loop import CHUNK, ChunkedLoop, matvec, static_steps
+from keras_normkit.ops.fast_weights_loop import (
+    CHUNK,
+    ChunkedLoop,
+    matvec,
+    memory_segments,
+    static_steps,
+)
 from tests.layers.test_fast_weights import numpy_fast_weights, ragged_mask, random_weights
 
 
@@ -39,8 +45,8 @@ def run_loop(implementation, x, weights, units, mask=None, h0=None, a0=None, **c
 
 
 # Lengths: one step, one chunk of 8, the longest single chunk (12), a chunk and a tail,
-# and 8 chunks or more (the memory form's two loops), with a tail.
-@pytest.mark.parametrize("steps", [1, CHUNK, 12, 13, 17, 70])
+# 8 chunks (the memory form's two loops) and 16 chunks (its four loops), with a tail.
+@pytest.mark.parametrize("steps", [1, CHUNK, 12, 13, 17, 70, 133])
 @pytest.mark.parametrize("implementation", ["matrix", "memory"])
 def test_matches_the_step_by_step_reference(implementation, steps):
     rng = np.random.default_rng(steps)
@@ -74,6 +80,38 @@ def test_masked_steps_and_initial_state(implementation):
     np.testing.assert_allclose(out, ref_out, atol=1e-4, rtol=1e-4)
     np.testing.assert_allclose(h, ref_h, atol=1e-4, rtol=1e-4)
     np.testing.assert_allclose(a, ref_a, atol=1e-4, rtol=1e-4)
+
+
+def test_memory_segments():
+    """Consecutive loops covering every chunk: one below 8 chunks, then `n // 4` up to four,
+    of nearly equal length; the attention work is `(k + 1) / (2k)` of one full-buffer loop."""
+    assert memory_segments(None) == [(0, None)]
+    loops = {}
+    for n in range(1, 60):
+        segments = memory_segments(n)
+        assert segments[0][0] == 0 and segments[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(segments[:-1], segments[1:], strict=True))
+        lengths = [stop - start for start, stop in segments]
+        assert min(lengths) >= (4 if n >= 8 else n) and max(lengths) - min(lengths) <= 1
+        loops[n] = len(segments)
+    assert [loops[n] for n in (7, 8, 11, 12, 15, 16, 25, 59)] == [1, 2, 2, 3, 3, 4, 4, 4]
+    work = sum((stop - start) * stop for start, stop in memory_segments(16))
+    assert work / 16**2 == (4 + 1) / (2 * 4)
+
+
+@pytest.mark.requires_tensorflow
+def test_memory_form_runs_its_segments_as_separate_loops():
+    """T = 133 (16 chunks and a tail): the memory form runs four `while` loops."""
+    import tensorflow as tf
+
+    from keras_normkit.layers import FastWeightsRNN
+
+    for implementation, loops in (("memory", 4), ("matrix", 1)):
+        layer = FastWeightsRNN(3, implementation=implementation)
+        layer.build((None, 133, 2))
+        graph = tf.function(layer).get_concrete_function(tf.zeros((2, 133, 2))).graph
+        whiles = [n for n in graph.as_graph_def().node if n.op in ("While", "StatelessWhile")]
+        assert len(whiles) == loops, implementation
 
 
 def test_matvec_and_shape_helpers():
