@@ -24,9 +24,9 @@ Matrix vs memory forms (`ChunkedLoop(cell, implementation, ...)`), algebraically
   formed once at the end (the returned state).
 
 Several loops. The memory form's history fills up as the sequence runs, so with a static `T`
-of 64 steps or more (8 chunks) it runs consecutive loops over growing history buffers
-(`memory_segments`): two loops from 8 chunks, three from 12, four from 16 chunks
-(128 steps). Each loop attends over a buffer just as long as the history at its end, where
+of 48 steps or more (6 chunks) it runs consecutive loops over growing history buffers
+(`memory_segments`): two loops from 6 chunks, three from 9, four from 12 chunks
+(96 steps). Each loop attends over a buffer just as long as the history at its end, where
 one loop would attend over (and back-propagation would store, at every iteration) the
 full-length buffer: with `k` equal loops the work is `(k + 1) / (2k)` of one loop's.
 
@@ -47,7 +47,7 @@ CHUNK = 8
 # The memory form's consecutive loops (see `memory_segments`): at most this many, of at
 # least `_CHUNKS_PER_LOOP` chunks each.
 _MAX_LOOPS = 4
-_CHUNKS_PER_LOOP = 4
+_CHUNKS_PER_LOOP = 3
 
 
 def static_steps(x):
@@ -64,14 +64,15 @@ def static_steps(x):
 def memory_segments(n_chunks):
     """The memory form's loops over `n_chunks` chunks: `[(first chunk, end chunk), ...]`.
 
-    `min(4, n_chunks // 4)` consecutive loops of (nearly) equal length, one loop below 8
+    `min(4, n_chunks // 3)` consecutive loops of (nearly) equal length, one loop below 6
     chunks. Loop `i` attends over a history buffer of `end_i` chunks; with `k` equal loops
     the attention work (and the history back-propagation stores) is `(k + 1) / (2k)` of
-    one loop over the full buffer. Measured (`benchmarks/bench_fast_weights.py`, T 200,
-    256 units, B 64, without jit_compile, one process, interleaved): two loops 1.46-1.59x
-    an LSTM's train step, four 1.26-1.33x, six 1.13-1.24x; but each loop compiles on its
-    own under XLA (first step 25 s, 54 s, 97 s), hence at most four. At 4 chunks a second
-    loop's overhead cost more than it saved.
+    one loop over the full buffer. Measured (`benchmarks/bench_fast_weights.py` models,
+    B 64, one process, interleaved, train step / an LSTM's, without / with jit_compile):
+    T 200, 256 units: two loops 1.46-1.59x, four 1.26-1.33x, six 1.13-1.24x (without);
+    T 50, 128 units: one loop 1.33x / 1.23x, two 1.25x / 1.13x, three 1.15x / 1.14x. Each
+    loop compiles on its own under XLA (first step at T 200: 25 s with two loops, 54 s with
+    four, 97 s with six), hence at most four.
     """
     if n_chunks is None or n_chunks < 2 * _CHUNKS_PER_LOOP:
         return [(0, n_chunks)]

@@ -83,7 +83,7 @@ def test_masked_steps_and_initial_state(implementation):
 
 
 def test_memory_segments():
-    """Consecutive loops covering every chunk: one below 8 chunks, then `n // 4` up to four,
+    """Consecutive loops covering every chunk: one below 6 chunks, then `n // 3` up to four,
     of nearly equal length; the attention work is `(k + 1) / (2k)` of one full-buffer loop."""
     assert memory_segments(None) == [(0, None)]
     loops = {}
@@ -92,26 +92,27 @@ def test_memory_segments():
         assert segments[0][0] == 0 and segments[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(segments[:-1], segments[1:], strict=True))
         lengths = [stop - start for start, stop in segments]
-        assert min(lengths) >= (4 if n >= 8 else n) and max(lengths) - min(lengths) <= 1
+        assert min(lengths) >= (3 if n >= 6 else n) and max(lengths) - min(lengths) <= 1
         loops[n] = len(segments)
-    assert [loops[n] for n in (7, 8, 11, 12, 15, 16, 25, 59)] == [1, 2, 2, 3, 3, 4, 4, 4]
+    assert [loops[n] for n in (5, 6, 8, 9, 11, 12, 25, 59)] == [1, 2, 2, 3, 3, 4, 4, 4]
     work = sum((stop - start) * stop for start, stop in memory_segments(16))
     assert work / 16**2 == (4 + 1) / (2 * 4)
 
 
 @pytest.mark.requires_tensorflow
 def test_memory_form_runs_its_segments_as_separate_loops():
-    """T = 133 (16 chunks and a tail): the memory form runs four `while` loops."""
+    """T = 50 (6 chunks and a tail): the memory form runs two `while` loops; T = 133 (16
+    chunks and a tail): four; the matrix form one."""
     import tensorflow as tf
 
     from keras_normkit.layers import FastWeightsRNN
 
-    for implementation, loops in (("memory", 4), ("matrix", 1)):
+    for implementation, steps, loops in (("memory", 50, 2), ("memory", 133, 4), ("matrix", 133, 1)):
         layer = FastWeightsRNN(3, implementation=implementation)
-        layer.build((None, 133, 2))
-        graph = tf.function(layer).get_concrete_function(tf.zeros((2, 133, 2))).graph
+        layer.build((None, steps, 2))
+        graph = tf.function(layer).get_concrete_function(tf.zeros((2, steps, 2))).graph
         whiles = [n for n in graph.as_graph_def().node if n.op in ("While", "StatelessWhile")]
-        assert len(whiles) == loops, implementation
+        assert len(whiles) == loops, (implementation, steps)
 
 
 def test_matvec_and_shape_helpers():
