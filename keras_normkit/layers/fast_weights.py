@@ -297,9 +297,10 @@ class FastWeightsRNN(keras.layers.RNN):
     `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
     `B·T·H`). Sequences of up to 12 steps run as one chunk, or, when XLA compiles the loop, one
-    step per iteration (an unrolled chunk of 12 steps took XLA 20-28 s to compile). With 64
-    steps or more (8 chunks) the memory form runs two loops, the first over a half-size
-    history buffer.
+    step per iteration (an unrolled chunk of 12 steps took XLA 20-28 s to compile). With 48
+    steps or more (6 chunks) the memory form runs up to four consecutive loops over growing
+    history buffers (`keras_normkit.ops.fast_weights_loop.memory_segments`), so that no step
+    attends over the empty end of the buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
     call (`training=True`) with a static number of steps inside a graph that is not
