@@ -13,6 +13,7 @@ from keras_normkit.ops.fast_weights_loop import (
     memory_segments,
     static_steps,
 )
+from tests.conftest import requires_tensorflow
 from tests.layers.test_fast_weights import numpy_fast_weights, ragged_mask, random_weights
 
 
@@ -99,7 +100,7 @@ def test_memory_segments():
     assert work / 16**2 == (4 + 1) / (2 * 4)
 
 
-@pytest.mark.requires_tensorflow
+@requires_tensorflow  # the TensorFlow graph's while loops
 def test_memory_form_runs_its_segments_as_separate_loops():
     """T = 50 (6 chunks and a tail): the memory form runs two `while` loops; T = 133 (16
     chunks and a tail): four; the matrix form one."""
