@@ -15,9 +15,11 @@ IMPLEMENTATIONS = ("auto", "matrix", "memory")
 # units >= min_units and T <= ratio * units, with (min_units, ratio) per way the loop runs:
 # "plain" graph ops (eager, inference without jit_compile, torch), "xla_clusters" (a
 # TensorFlow training step without jit_compile, see `inner_loop`) or "xla" (jit_compile=True,
-# JAX). Measured with benchmarks/bench_fast_weights.py (grid section): the crossover is near
-# T = units / 2, 0.85 * units and units respectively.
-_AUTO_MEMORY_RULE = {"plain": (64, 0.5), "xla_clusters": (48, 0.8), "xla": (48, 1.0)}
+# JAX). Measured with benchmarks/bench_fast_weights.py (grid section; plain ops on
+# `predict_on_batch`) since the memory form runs up to four loops: the crossover grows with
+# units, T ~ 0.6-1.0 * units with plain ops, 0.9-1.25 * units as clusters, 1.2-2.2 * units
+# under XLA (64-256 units); the ratios below keep "auto" within ~1.1x of the faster form.
+_AUTO_MEMORY_RULE = {"plain": (64, 0.8), "xla_clusters": (48, 1.2), "xla": (48, 1.3)}
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -310,9 +312,9 @@ class FastWeightsRNN(keras.layers.RNN):
     inference and `tf.distribute` runs keep the plain graph, so exported SavedModels never
     need XLA.
 
-    `"auto"` picks `"memory"` when the time axis is static and `T <= units` with XLA
-    (`jit_compile=True`, the JAX backend), `T <= 0.8 * units` as XLA clusters (both for
-    `units >= 48`), `T <= units / 2` and `units >= 64` otherwise (the crossovers measured
+    `"auto"` picks `"memory"` when the time axis is static and `T <= 1.3 * units` with XLA
+    (`jit_compile=True`, the JAX backend), `T <= 1.2 * units` as XLA clusters (both for
+    `units >= 48`), `T <= 0.8 * units` and `units >= 64` otherwise (the crossovers measured
     by `benchmarks/bench_fast_weights.py`); else `"matrix"`, and always `"matrix"` for
     `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
     with `A` flattened to `(batch, units * units)`, as for the cell.

@@ -519,17 +519,17 @@ def test_get_config_is_exactly_the_constructor(cls):
 
 
 def test_auto_rule():
-    # Plain graph ops: memory iff units >= 64 and T <= units / 2.
-    assert FastWeightsRNN(64).resolve_implementation(32, "plain") == "memory"
-    assert FastWeightsRNN(64).resolve_implementation(33, "plain") == "matrix"
+    # Plain graph ops: memory iff units >= 64 and T <= 0.8 units.
+    assert FastWeightsRNN(80).resolve_implementation(64, "plain") == "memory"
+    assert FastWeightsRNN(80).resolve_implementation(65, "plain") == "matrix"
     assert FastWeightsRNN(63).resolve_implementation(8, "plain") == "matrix"
-    # XLA clusters: memory iff units >= 48 and T <= 0.8 units.
-    assert FastWeightsRNN(50).resolve_implementation(40, "xla_clusters") == "memory"
-    assert FastWeightsRNN(50).resolve_implementation(41, "xla_clusters") == "matrix"
+    # XLA clusters: memory iff units >= 48 and T <= 1.2 units.
+    assert FastWeightsRNN(50).resolve_implementation(60, "xla_clusters") == "memory"
+    assert FastWeightsRNN(50).resolve_implementation(61, "xla_clusters") == "matrix"
     assert FastWeightsRNN(47).resolve_implementation(4, "xla_clusters") == "matrix"
-    # XLA: memory iff units >= 48 and T <= units.
-    assert FastWeightsRNN(48).resolve_implementation(48, "xla") == "memory"
-    assert FastWeightsRNN(48).resolve_implementation(49, "xla") == "matrix"
+    # XLA: memory iff units >= 48 and T <= 1.3 units.
+    assert FastWeightsRNN(50).resolve_implementation(65, "xla") == "memory"
+    assert FastWeightsRNN(50).resolve_implementation(66, "xla") == "matrix"
     assert FastWeightsRNN(47).resolve_implementation(4, "xla") == "matrix"
     for mode in ("plain", "xla_clusters", "xla"):
         assert FastWeightsRNN(256).resolve_implementation(None, mode) == "matrix"
@@ -558,15 +558,15 @@ def test_auto_follows_the_compile_mode(monkeypatch, jit_compile):
             raise _Traced
         return chosen[-1][1]
 
-    inputs = keras.Input((44, 3))
+    inputs = keras.Input((60, 3))
     outputs = [FastWeightsRNN(units)(inputs) for units in (48, 64)]
     model = keras.Model(inputs, keras.layers.Concatenate()(outputs))
     model.compile("sgd", "mse", jit_compile=jit_compile)
     monkeypatch.setattr(FastWeightsRNN, "resolve_implementation", spy)
-    x = np.zeros((4, 44, 3), "float32")
-    # T = 44: memory with XLA for both; as XLA clusters (training without jit_compile)
-    # only for 64 units (44 <= 0.8 * 64); with plain ops (inference without jit_compile)
-    # for neither (44 > 64 / 2).
+    x = np.zeros((4, 60, 3), "float32")
+    # T = 60: memory with XLA for both (60 <= 1.3 * 48); as XLA clusters (training without
+    # jit_compile) only for 64 units (48 * 1.2 < 60 <= 64 * 1.2); with plain ops (inference
+    # without jit_compile) for neither (60 > 0.8 * 64).
     with pytest.raises(_Traced):
         model.fit(x, np.zeros((4, 112), "float32"), verbose=0)
     assert chosen == [(48, "memory" if jit_compile else "matrix"), (64, "memory")]
