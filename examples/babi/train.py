@@ -1,4 +1,16 @@
-"""Train the QRN ("2rb") and an LSTM baseline on generated bAbI-style tasks 1 and 2.
+"""Train the QRN ("2rb") and an LSTM baseline on the real bAbI tasks or on generated ones.
+
+Real bAbI (`data.py`; `--data` a folder or tar archive, downloaded if omitted), with the
+reference code's protocol (README.md, "The paper's protocol"): a seeded random 10 % of the
+training questions is the validation split (the same for every restart); each run trains up
+to `--epochs` epochs with the learning rate halved every `--lr-anneal-period` epochs, keeps
+the weights of the epoch of best validation accuracy (ties: lower validation loss) and stops
+after `--patience` epochs without improvement; of `--restarts` runs the one of best
+validation accuracy (ties: loss) is selected and its test error reported:
+
+    python examples/babi/train.py --data ../shared/data/babi --set 1k --task 1 4 --json out.json
+
+Generated bAbI-style tasks 1 and 2 (`generate.py`, no download, the example's first protocol):
 
 Protocol (the test set is never used for any choice): the last 10 % of the 1,000 training
 questions are a validation split; each model trains on the other 90 % for `--epochs`
@@ -20,6 +32,8 @@ import pathlib
 import sys
 import time
 
+import numpy as np
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -27,6 +41,7 @@ import keras
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+import data as babi_data  # noqa: E402
 import generate  # noqa: E402
 import model as babi_model  # noqa: E402
 
@@ -142,19 +157,285 @@ def train(kind, task, epochs=60, restarts=1, seed=0, verbose=0, **kwargs):
     return accuracy, info["test"], net, data
 
 
+class Selection(keras.callbacks.Callback):
+    """The reference code's model selection within a run: validation after every epoch; the
+    weights of the epoch of best validation accuracy (ties: lower validation loss) are kept
+    and restored at the end; training stops after `patience` epochs in which neither the
+    accuracy improved nor the loss fell below that of the best epoch. `test` (optional) is
+    only evaluated to record a learning curve. `log(epoch, logs, self)` prints progress."""
+
+    def __init__(self, validation, test=None, patience=50, log=None):
+        super().__init__()
+        self.validation, self.test, self.patience, self.log = validation, test, patience, log
+        self.curves = {"train": [], "val": [], "val_loss": [], "loss": []}
+        if test is not None:
+            self.curves["test"] = []
+        self.best = (-1.0, float("inf"))  # (validation accuracy, validation loss)
+        self.best_epoch, self.best_weights, self.waited = None, None, 0
+
+    def _evaluate(self, data):
+        inputs, answers = data
+        return self.model.evaluate(inputs, answers, batch_size=256, verbose=0)[:2]
+
+    def on_epoch_end(self, epoch, logs=None):
+        val_loss, val_accuracy = self._evaluate(self.validation)
+        self.curves["train"].append(float(logs["accuracy"]))
+        self.curves["loss"].append(float(logs["loss"]))
+        self.curves["val"].append(float(val_accuracy))
+        self.curves["val_loss"].append(float(val_loss))
+        if self.test is not None:
+            self.curves["test"].append(float(self._evaluate(self.test)[1]))  # curve only
+        best_accuracy, best_loss = self.best
+        if val_accuracy > best_accuracy or (val_accuracy == best_accuracy and val_loss < best_loss):
+            self.best, self.best_epoch, self.waited = (val_accuracy, val_loss), epoch, 0
+            self.best_weights = self.model.get_weights()
+        elif val_loss < best_loss:
+            self.waited = 0
+        else:
+            self.waited += 1
+            if self.waited >= self.patience:
+                self.model.stop_training = True
+        if self.log:
+            self.log(epoch, logs, self)
+
+    def on_train_end(self, logs=None):
+        self.model.set_weights(self.best_weights)
+
+
+def random_split(data, val_fraction=0.1, seed=0):
+    """`(train, validation)`: a seeded random `val_fraction` of the examples is the validation
+    (the reference code draws it once, at preprocessing, for every trial)."""
+    (stories, questions), answers = data
+    n = len(answers)
+    held_out = np.zeros(n, bool)
+    held_out[np.random.default_rng(seed).choice(n, max(1, round(val_fraction * n)), False)] = True
+
+    def take(rows):
+        return (stories[rows], questions[rows]), answers[rows]
+
+    return take(~held_out), take(held_out)
+
+
+#: The reference code's defaults (1k: `babi/main.py` flags; 10k: its README's command).
+PROTOCOL = {
+    "1k": dict(dim=50, batch_size=32, learning_rate=0.5, weight_decay=0.001),
+    "10k": dict(dim=200, batch_size=128, learning_rate=0.1, weight_decay=0.0005),
+}
+
+
+def train_real(
+    task,
+    set="1k",
+    data=None,
+    kind="qrn",
+    epochs=100,
+    restarts=1,
+    seed=0,
+    patience=50,
+    lr_anneal_period=100,
+    val_fraction=0.1,
+    split_seed=0,
+    memory_size=babi_data.MEMORY_SIZE,
+    dim=None,
+    batch_size=None,
+    learning_rate=None,
+    weight_decay=None,
+    layers=2,
+    optimizer=None,
+    test_curve=False,
+    verbose=1,
+):
+    """The protocol on one real bAbI task; returns a dict (test error of the selected run,
+    its seed, best epoch, the validation figures, every run, the wall time)."""
+    start = time.time()
+    defaults = PROTOCOL[set]
+    dim = dim or defaults["dim"]
+    batch_size = batch_size or defaults["batch_size"]
+    learning_rate = learning_rate or defaults["learning_rate"]
+    weight_decay = defaults["weight_decay"] if weight_decay is None else weight_decay
+    optimizer = optimizer or ("adagrad" if kind == "qrn" else "adam")
+    train_data, test_data, vocab = babi_data.load(task, set, data, memory_size)
+    fit_data, val_data = random_split(train_data, val_fraction, split_seed)
+    (stories, questions), answers = fit_data
+    shape = stories.shape[1:] + (len(vocab),)
+    runs, best = [], None
+    for k in range(restarts):
+        run_start = time.time()
+        keras.utils.set_random_seed(seed + k)
+        if kind == "qrn":
+            net = babi_model.build_qrn(*shape, dim=dim, layers=layers, weight_decay=weight_decay)
+        else:
+            net = babi_model.build_lstm(*shape, dim=dim)
+        babi_model.compile_model(net, optimizer, learning_rate if kind == "qrn" else None)
+        initial_lr = float(keras.ops.convert_to_numpy(net.optimizer.learning_rate))
+
+        def log(epoch, logs, sel, k=k, run_start=run_start):
+            if verbose:
+                print(
+                    f"task {task} {kind} run {k} epoch {epoch + 1}/{epochs}: loss "
+                    f"{logs['loss']:.3f}, train {100 * logs['accuracy']:.1f} %, val "
+                    f"{100 * sel.curves['val'][-1]:.1f} % (best {100 * sel.best[0]:.1f} % at "
+                    f"epoch {sel.best_epoch + 1}), {time.time() - run_start:.0f} s",
+                    flush=True,
+                )
+
+        selection = Selection(val_data, test_data if test_curve else None, patience, log)
+        schedule = keras.callbacks.LearningRateScheduler(
+            lambda epoch, lr, initial_lr=initial_lr: initial_lr * 0.5 ** (epoch // lr_anneal_period)
+        )
+        net.fit(
+            [stories, questions],
+            answers,
+            batch_size=batch_size,
+            epochs=epochs,
+            callbacks=[schedule, selection],
+            verbose=0,
+        )
+        test_inputs, test_answers = test_data
+        test_accuracy = float(net.evaluate(test_inputs, test_answers, batch_size=256, verbose=0)[1])
+        val_accuracy, val_loss = selection.best
+        runs.append(
+            {
+                "seed": seed + k,
+                "best_epoch": selection.best_epoch + 1,
+                "epochs_run": len(selection.curves["val"]),
+                "val_accuracy": float(val_accuracy),
+                "val_loss": float(val_loss),
+                "test_error": 1.0 - test_accuracy,
+                "seconds": time.time() - run_start,
+                "curves": selection.curves,
+            }
+        )
+        if verbose:
+            r = runs[-1]
+            print(
+                f"task {task} {kind} run {k}: val {100 * val_accuracy:.1f} % (loss "
+                f"{val_loss:.3f}) at epoch {r['best_epoch']}, test error "
+                f"{100 * r['test_error']:.1f} %, {r['seconds']:.0f} s",
+                flush=True,
+            )
+        if best is None or (val_accuracy, -val_loss) > (
+            runs[best]["val_accuracy"],
+            -runs[best]["val_loss"],
+        ):
+            best = k
+    selected = runs[best]
+    return {
+        "task": task,
+        "set": set,
+        "model": kind,
+        "test_error": selected["test_error"],
+        "selected_run": best,
+        "seed": selected["seed"],
+        "best_epoch": selected["best_epoch"],
+        "val_accuracy": selected["val_accuracy"],
+        "val_loss": selected["val_loss"],
+        "seconds": time.time() - start,
+        "runs": runs,
+        "config": dict(
+            epochs=epochs,
+            restarts=restarts,
+            patience=patience,
+            lr_anneal_period=lr_anneal_period,
+            val_fraction=val_fraction,
+            split_seed=split_seed,
+            memory=int(stories.shape[1]),
+            sentence_length=int(stories.shape[2]),
+            vocab_size=len(vocab),
+            dim=dim,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            weight_decay=weight_decay,
+            layers=layers,
+            optimizer=optimizer,
+        ),
+    }
+
+
+def main_real(args):
+    """`--data`/`--set`: the protocol on real bAbI tasks, results merged into `--json`."""
+    try:
+        release = babi_data.Release(args.data)
+    except ConnectionError as error:
+        sys.exit(str(error))
+    path = pathlib.Path(args.json) if args.json else None
+    saved = json.loads(path.read_text()) if path and path.exists() else {}
+    results = {}
+    for task in args.task or list(babi_data.TASKS):
+        for kind in args.model or ["qrn"]:
+            result = train_real(
+                task,
+                args.set,
+                release,
+                kind=kind,
+                epochs=args.epochs or 100,
+                restarts=args.restarts or 1,
+                seed=args.seed,
+                patience=args.patience,
+                lr_anneal_period=args.lr_anneal_period,
+                split_seed=args.split_seed,
+                memory_size=args.memory_size,
+                dim=args.dim,
+                batch_size=args.batch_size,
+                learning_rate=args.learning_rate,
+                weight_decay=args.weight_decay,
+                layers=args.layers,
+                optimizer=args.qrn_optimizer if kind == "qrn" else args.lstm_optimizer,
+                test_curve=args.test_curve,
+            )
+            result["command"] = " ".join(sys.argv)
+            key = f"{args.set}_task{task}_{kind}{args.tag}"
+            results[key] = result
+            print(
+                f"task {task} {kind}: test error {100 * result['test_error']:.1f} % (run "
+                f"{result['selected_run']}, seed {result['seed']}, epoch "
+                f"{result['best_epoch']}, selected on validation; {result['seconds']:.0f} s)",
+                flush=True,
+            )
+            if path:  # after every task, merged, so tasks can be trained separately
+                saved[key] = result
+                path.write_text(json.dumps(saved, indent=1))
+    errors = [r["test_error"] for r in results.values()]
+    if len(errors) > 1:
+        print(
+            f"average test error {100 * np.mean(errors):.1f} % over {len(errors)}, "
+            f"{sum(e > 0.05 for e in errors)} failed (> 5 %)"
+        )
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--task", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--model", nargs="+", default=["qrn", "lstm"])
-    parser.add_argument("--epochs", type=int, default=60)
-    parser.add_argument("--restarts", type=int, default=3)
-    parser.add_argument("--dim", type=int, default=50)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    real = parser.add_argument_group("real bAbI (given --data or --set)")
+    real.add_argument(
+        "--data",
+        default=None,
+        help="folder or tar archive of the bAbI v1.2 release (downloaded if omitted)",
+    )
+    real.add_argument("--set", default=None, choices=sorted(babi_data.SETS))
+    real.add_argument("--json", default=None, help="JSON file of the results (merged)")
+    real.add_argument("--patience", type=int, default=50)
+    real.add_argument("--lr-anneal-period", type=int, default=100)
+    real.add_argument("--split-seed", type=int, default=0)
+    real.add_argument("--memory-size", type=int, default=babi_data.MEMORY_SIZE)
+    real.add_argument("--layers", type=int, default=2)
+    real.add_argument("--batch-size", type=int, default=None)
+    real.add_argument("--learning-rate", type=float, default=None)
+    real.add_argument("--test-curve", action="store_true", help="record test accuracy per epoch")
+    parser.add_argument("--task", type=int, nargs="+", default=None, help="[all 20; 1 2]")
+    parser.add_argument("--model", nargs="+", default=None, help="[qrn; qrn lstm]")
+    parser.add_argument("--epochs", type=int, default=None, help="[100; 60]")
+    parser.add_argument("--restarts", type=int, default=None, help="[1; 3]")
+    parser.add_argument("--dim", type=int, default=None, help="[50 (200 on 10k); 50]")
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--qrn-optimizer", default="adagrad", choices=["adagrad", "adam"])
     parser.add_argument("--lstm-optimizer", default="adam", choices=["adagrad", "adam"])
     parser.add_argument("--update-gate-bias", type=float, default=-2.5)
-    parser.add_argument("--weight-decay", type=float, default=0.001)
+    parser.add_argument(
+        "--weight-decay", type=float, default=None, help="[0.001 (0.0005 on 10k); 0.001]"
+    )
     parser.add_argument("--last-bidirectional", action="store_true")
     parser.add_argument(
         "--keras-init",
@@ -164,6 +445,15 @@ def main():
     parser.add_argument("--save", default=None, help="JSON file for the learning curves")
     parser.add_argument("--tag", default="", help="suffix of the result names in --save")
     args = parser.parse_args()
+    if args.data is not None or args.set is not None:
+        args.set = args.set or "1k"
+        return main_real(args)
+    args.task = args.task or [1, 2]
+    args.model = args.model or ["qrn", "lstm"]
+    args.epochs = args.epochs or 60
+    args.restarts = args.restarts or 3
+    args.dim = args.dim or 50
+    args.weight_decay = 0.001 if args.weight_decay is None else args.weight_decay
     results = {}
     for task in args.task:
         for kind in args.model:
