@@ -267,7 +267,7 @@ def _translate_layer_weights(names, values, state, layer_name):
     # LayerNormSimpleRNNCell: TF-Addons drops the cell's name, so its scope is always
     # "layer_norm_simple_rnn_cell[_N]"; our cell has a `beta` after `gamma` (zeros).
     out_names, out_values = [], []
-    for name, value in zip(names, values):
+    for name, value in zip(names, values, strict=True):
         out_names.append(name)
         out_values.append(value)
         scope = name.rsplit("/", 2)
@@ -338,11 +338,11 @@ def _write_translated(source, target, model_config, state):
             values = [np.asarray(layer_group[name]) for name in names]
             names, values = _translate_layer_weights(names, values, state, layer_name)
             new_group = weights.create_group(layer_name)
-            for index, (name, value) in enumerate(zip(names, values)):
+            for index, (name, value) in enumerate(zip(names, values, strict=True)):
                 new_group.create_dataset(f"{index}:{name.replace('/', '_')}", data=value)
             # Dataset paths must be unique: store under an index, name them in the list.
             new_group.attrs["weight_names"] = [
-                f"{i}:{n.replace('/', '_')}".encode("utf8") for i, n in enumerate(names)
+                f"{i}:{n.replace('/', '_')}".encode() for i, n in enumerate(names)
             ]
 
 
