@@ -118,7 +118,7 @@ def _pre_activation(layer, inputs):
 def _validate_lsuv_args(model, target_variance, tolerance, max_iterations):
     if not isinstance(model, keras.Model):
         raise TypeError(f"`model` must be a keras.Model. Received: model={model!r}")
-    if not isinstance(model, keras.Sequential) and not hasattr(model, "_operations"):
+    if not isinstance(model, (keras.Sequential, keras.Function)):
         raise TypeError(
             "`model` must be a Sequential or Functional model (its graph of layers is "
             f"needed). Received: model of type {type(model).__name__}"

@@ -45,9 +45,21 @@ def backend_rnn(step_function, inputs, initial_states, **kwargs):
     TensorFlow, `lax.scan` on JAX), which `FastWeightsRNN` runs its chunks with so that it
     behaves like `keras.layers.RNN` (masks, export, XLA).
     """
+    return _backend_rnn_function()(step_function, inputs, initial_states, **kwargs)
+
+
+def _backend_rnn_function():
+    """`keras.src.backend.rnn`, the function, in both of Keras's layouts.
+
+    Up to Keras 3.15 `keras.src.backend.rnn` is the function itself; from the 3.16 nightlies
+    it is a module holding a function of the same name. Either way the same callable.
+    """
     from keras.src import backend
 
-    return backend.rnn(step_function, inputs, initial_states, **kwargs)
+    found = backend.rnn
+    if not callable(found):  # Keras >= 3.16: the module `keras.src.backend.<backend>.rnn`
+        found = found.rnn
+    return found
 
 
 __all__ += [

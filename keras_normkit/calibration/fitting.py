@@ -33,7 +33,7 @@ from keras_normkit.calibration import _validation
 __all__ = ["fit_temperature", "fit_vector_scaling", "fit_matrix_scaling"]
 
 
-def _prepare(logits, labels, name="logits"):
+def prepare(logits, labels, name="logits"):
     logits, binary = _validation.check_logits(logits, name)
     labels = _validation.check_labels(labels, logits.shape[0], 2 if binary else logits.shape[1])
     return logits, labels, binary
@@ -170,7 +170,7 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
 
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
-    logits, labels, _ = _prepare(logits, labels)
+    logits, labels, _ = prepare(logits, labels)
     _warn_if_probabilities(logits)
     objective = _TemperatureObjective(logits, labels)
     if objective.slope_at_zero >= 0:
@@ -287,7 +287,7 @@ def _gauge_projection(num, kind):
     return project
 
 
-def _lbfgs(function, x, max_iter, gtol, project=lambda v: v, memory=10):
+def lbfgs(function, x, max_iter, gtol, project=lambda v: v, memory=10):
     """Minimize a smooth function with L-BFGS in a linear subspace (gradients projected).
 
     Returns (x, converged, iterations).
@@ -343,7 +343,7 @@ def _lbfgs(function, x, max_iter, gtol, project=lambda v: v, memory=10):
 
 
 def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
-    logits, labels, _ = _prepare(logits, labels)
+    logits, labels, _ = prepare(logits, labels)
     _warn_if_probabilities(logits)
     num = logits.shape[1]
     try:
@@ -354,7 +354,7 @@ def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
         x0 = np.concatenate([np.full(num, start), np.zeros(num)])
     else:
         x0 = np.concatenate([np.ravel(np.eye(num) * start), np.zeros(num)])
-    x, converged, iterations = _lbfgs(
+    x, converged, iterations = lbfgs(
         lambda p: _affine_nll(logits, labels, p, kind, l2),
         x0,
         max_iter,
@@ -404,7 +404,7 @@ def fit_vector_scaling(logits, labels, l2=1e-2, max_iter=1000, gtol=1e-7):
 
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
-    return _fit_affine(logits, labels, "vector", _check_l2(l2), max_iter, gtol)
+    return _fit_affine(logits, labels, "vector", check_l2(l2), max_iter, gtol)
 
 
 def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
@@ -438,8 +438,8 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2; Kull et al., "Beyond
     temperature scaling", NeurIPS 2019, arXiv:1910.12656 (ODIR regularization).
     """
-    return _fit_affine(logits, labels, "matrix", _check_l2(l2), max_iter, gtol)
+    return _fit_affine(logits, labels, "matrix", check_l2(l2), max_iter, gtol)
 
 
-def _check_l2(l2):
+def check_l2(l2):
     return check_number("l2", l2, 0.0)

@@ -120,7 +120,7 @@ def _fit_scores(scores, labels, smooth_targets, max_iter, gtol):
         else:
             _check_finite_optimum(s, positive, j, num_columns)
             t = hard
-        x, converged, iterations = fitting._lbfgs(
+        x, converged, iterations = fitting.lbfgs(
             _objective(s, t), np.array([1.0, 0.0]), max_iter, gtol
         )
         if not converged:
@@ -170,7 +170,7 @@ def fit_platt_scaling(logits, labels, smooth_targets=True, max_iter=1000, gtol=1
     References: Platt, 1999; Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
     smooth_targets = check_bool("smooth_targets", smooth_targets)
-    logits, labels, _ = fitting._prepare(logits, labels)
+    logits, labels, _ = fitting.prepare(logits, labels)
     scores = np.concatenate(
         [
             _one_vs_rest.log_odds(_validation.read_rows(logits, rows))

@@ -553,7 +553,7 @@ class VectorScaling(_CalibratedClassifier):
     """
 
     def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
-        l2 = fitting._check_l2(l2)
+        l2 = fitting.check_l2(l2)
         super().__init__(model, output=output, model_output=model_output, **kwargs)
         self.l2 = l2
 
@@ -618,7 +618,7 @@ class MatrixScaling(_CalibratedClassifier):
     """
 
     def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
-        l2 = fitting._check_l2(l2)
+        l2 = fitting.check_l2(l2)
         super().__init__(model, output=output, model_output=model_output, **kwargs)
         self.l2 = l2
 

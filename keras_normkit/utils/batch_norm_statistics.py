@@ -13,7 +13,7 @@ import numbers
 import keras
 import numpy as np
 
-from keras_normkit.backend.keras_compat import graph_nodes
+from keras_normkit.backend.keras_compat import graph_nodes, nested_layers
 from keras_normkit.utils.batch_norm_folding import _is_graph_model
 
 __all__ = ["recompute_batch_norm_statistics"]
@@ -50,10 +50,9 @@ def _contains_bn(layer):
 
 
 def _sublayers(layer):
-    try:
-        return list(layer._flatten_layers(include_self=False, recursive=True))
-    except AttributeError:
+    if not isinstance(layer, keras.layers.Layer):
         return []
+    return nested_layers(layer)
 
 
 def _walk(model, input_level, levels):

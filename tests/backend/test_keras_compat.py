@@ -219,3 +219,19 @@ def test_call_count_and_graph_nodes():
     calls = sorted(node.operation.name for node in graph_nodes(model))
     assert calls.count("shared") == 2 and calls.count("once") == 1
     assert {"add", "once", "shared"} <= set(calls)
+
+
+def test_backend_rnn_finds_the_function_in_both_keras_layouts(monkeypatch):
+    """Keras <= 3.15: `keras.src.backend.rnn` is the function; 3.16 nightlies: a module."""
+    import types
+
+    from keras.src import backend
+
+    function = keras_compat._backend_rnn_function()
+    assert callable(function) and function.__name__ == "rnn"
+    module = types.ModuleType("rnn")
+    module.rnn = function
+    monkeypatch.setattr(backend, "rnn", module)  # the other layout, whichever this Keras has
+    assert keras_compat._backend_rnn_function() is function
+    monkeypatch.setattr(backend, "rnn", function)
+    assert keras_compat._backend_rnn_function() is function
