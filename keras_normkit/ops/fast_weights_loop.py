@@ -1,7 +1,7 @@
 """The time loop of `keras_normkit.layers.FastWeightsRNN`: 8 steps per iteration, two forms.
 
 The layer (`keras_normkit/layers/fast_weights.py`) holds the formula of Ba et al. (2016),
-`b = W h(t) + C x(t) + bias`, `h_0 = f(LN(b))`, `h_{s+1} = f(LN(b + A(t) h_s))`,
+`b = W h(t) + C x(t) + bias`, `h_0 = f(b)`, `h_{s+1} = f(LN(b + A(t) h_s))`,
 `h(t+1) = h_S`, `A(t+1) = lambda A(t) + eta h(t+1) h(t+1)^T`, its weights and config, and
 chooses the implementation; this module runs that recurrence over a sequence fast.
 

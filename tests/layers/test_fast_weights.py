@@ -20,62 +20,9 @@ from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from keras_normkit.ops.fast_weights_loop import CHUNK, ChunkedLoop
 from tests.conformance import LayerConformanceTestCase
 from tests.conftest import requires_tensorflow, requires_xla
+from tests.references.fast_weights import numpy_fast_weights
 
 IMPLEMENTATIONS = ("matrix", "memory")
-
-
-# --- an independent NumPy reference, step by step from the equations (PAPERS.md §2) ---------
-
-
-def numpy_layer_norm(z, gamma, beta, eps):
-    mean = z.mean()
-    var = ((z - mean) ** 2).mean()
-    return gamma * (z - mean) / np.sqrt(var + eps) + beta
-
-
-def numpy_fast_weights(
-    x,
-    weights,
-    units,
-    *,
-    inner_steps,
-    decay,
-    eta,
-    use_layer_norm,
-    eps=1e-5,
-    mask=None,
-    h0=None,
-    a0=None,
-    go_backwards=False,
-):
-    """Return (outputs [B, T, H], h [B, H], A [B, H, H]) in float64."""
-    kernel, recurrent, bias = (np.asarray(w, "float64") for w in weights[:3])
-    gamma, beta = (np.asarray(w, "float64") for w in weights[3:5]) if use_layer_norm else (1, 0)
-    batch, steps, _ = x.shape
-    x = np.asarray(x, "float64")
-    mask = np.ones((batch, steps), bool) if mask is None else mask
-    h = np.zeros((batch, units)) if h0 is None else np.array(h0, "float64")
-    a = np.zeros((batch, units, units)) if a0 is None else np.array(a0, "float64")
-
-    def norm(z):
-        return numpy_layer_norm(z, gamma, beta, eps) if use_layer_norm else z
-
-    def relu(z):
-        return np.maximum(z, 0.0)
-
-    outputs = np.zeros((batch, steps, units))
-    order = range(steps - 1, -1, -1) if go_backwards else range(steps)
-    for k, t in enumerate(order):
-        for i in range(batch):
-            if mask[i, t]:
-                boundary = x[i, t] @ kernel + h[i] @ recurrent + bias  # once per step
-                hs = relu(norm(boundary))
-                for _ in range(inner_steps):
-                    hs = relu(norm(boundary + a[i] @ hs))
-                h[i] = hs
-                a[i] = decay * a[i] + eta * np.outer(hs, hs)  # with the *new* state
-            outputs[i, k] = h[i]
-    return outputs, h, a
 
 
 def random_weights(rng, input_dim, units, scale=0.5):
@@ -106,11 +53,17 @@ def ragged_mask(rng, batch, steps):
 # --- the math -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("use_layer_norm", [True, False])
+# (use_layer_norm, preliminary_layer_norm): the paper's form, keras_normkit 0.1's, no norm.
+NORM_FORMS = [(True, False), (True, True), (False, False)]
+
+
+@pytest.mark.parametrize("use_layer_norm, preliminary_layer_norm", NORM_FORMS)
 @pytest.mark.parametrize("inner_steps", [1, 2, 3])
 @pytest.mark.parametrize("implementation", ["matrix", "memory", "cell"])
-def test_matches_numpy_reference(implementation, inner_steps, use_layer_norm):
-    rng = np.random.default_rng(inner_steps + 10 * use_layer_norm)
+def test_matches_numpy_reference(
+    implementation, inner_steps, use_layer_norm, preliminary_layer_norm
+):
+    rng = np.random.default_rng(inner_steps + 10 * use_layer_norm + 20 * preliminary_layer_norm)
     batch, steps, dim, units = 3, 7, 4, 5
     x = rng.normal(size=(batch, steps, dim)).astype("float32")
     mask = ragged_mask(rng, batch, steps)
@@ -121,6 +74,7 @@ def test_matches_numpy_reference(implementation, inner_steps, use_layer_norm):
         decay=0.9,
         fast_learning_rate=eta,
         use_layer_norm=use_layer_norm,
+        preliminary_layer_norm=preliminary_layer_norm,
     )
     if implementation == "cell":
         layer = keras.layers.RNN(
@@ -146,6 +100,7 @@ def test_matches_numpy_reference(implementation, inner_steps, use_layer_norm):
         decay=0.9,
         eta=eta,
         use_layer_norm=use_layer_norm,
+        preliminary_layer_norm=preliminary_layer_norm,
         mask=mask,
     )
     assert np.isfinite(ref_out).all()
@@ -414,6 +369,57 @@ def test_layer_inside_bidirectional_round_trip():
     bwd.set_weights(bi.backward_layer.get_weights())
     np.testing.assert_allclose(out[..., 3:], numpy_out([bwd(x)])[0][:, ::-1], atol=1e-5)
     LayerConformanceTestCase().assert_keras_round_trip(model, x, atol=1e-5)
+
+
+# --- the preliminary vector: the paper's h_0 = f(b), and files saved by keras_normkit 0.1 -----
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def test_preliminary_vector_defaults_to_the_papers_form():
+    for obj in (FastWeightsRNN(4), FastWeightsRNNCell(4)):
+        assert obj.get_config()["preliminary_layer_norm"] is False
+    # One step from h = 0, A = 0: h_1 = f(LN(b + A·h_0)) = f(LN(b)) whatever h_0 is, so the
+    # forms differ from the second step on, where A(1)·h_0 uses h_0 = f(b) or f(LN(b)).
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    weights = random_weights(rng, 4, 5)
+    outs = {}
+    for preliminary in (False, True):
+        layer = FastWeightsRNN(5, return_sequences=True, preliminary_layer_norm=preliminary)
+        layer.build(x.shape)
+        set_weights(layer, weights)
+        outs[preliminary] = numpy_out([layer(x)])[0]
+    np.testing.assert_allclose(outs[False][:, 0], outs[True][:, 0], atol=1e-6)
+    assert np.abs(outs[False][:, 1:] - outs[True][:, 1:]).max() > 1e-2
+
+
+@pytest.mark.parametrize("cls", [FastWeightsRNN, FastWeightsRNNCell])
+def test_config_without_the_key_keeps_the_old_form(cls):
+    def form(obj):
+        return getattr(obj, "cell", obj).preliminary_layer_norm
+
+    config = cls(4).get_config()
+    assert form(cls.from_config(config)) is False
+    del config["preliminary_layer_norm"]
+    restored = cls.from_config(config)
+    assert form(restored) is True
+    assert restored.get_config()["preliminary_layer_norm"] is True
+
+
+def test_keras_file_saved_by_0_1_predicts_what_it_predicted():
+    """`fixtures/fast_weights_v0_1.keras` was saved by keras_normkit 0.1 (no key)."""
+    model = keras.models.load_model(FIXTURES / "fast_weights_v0_1.keras")
+    saved = np.load(FIXTURES / "fast_weights_v0_1.npz")
+    np.testing.assert_allclose(model.predict(saved["x"], verbose=0), saved["y"], atol=2e-6)
+    layers = [model.get_layer(name) for name in ("matrix", "memory", "cell_rnn")]
+    assert all(layer.cell.preliminary_layer_norm for layer in layers)
+    # The same weights in the paper's form predict something else: the fixture would
+    # catch a loader that dropped the old form.
+    for layer in layers:
+        layer.cell.preliminary_layer_norm = False
+    changed = keras.ops.convert_to_numpy(model(saved["x"]))  # eager: no cached trace
+    assert np.abs(changed - saved["y"]).max() > 1e-3
 
 
 # --- conformance, precision, XLA -------------------------------------------------------------

@@ -14,7 +14,8 @@ from keras_normkit.ops.fast_weights_loop import (
     static_steps,
 )
 from tests.conftest import requires_tensorflow
-from tests.layers.test_fast_weights import numpy_fast_weights, ragged_mask, random_weights
+from tests.layers.test_fast_weights import ragged_mask, random_weights
+from tests.references.fast_weights import numpy_fast_weights
 
 
 def run_loop(implementation, x, weights, units, mask=None, h0=None, a0=None, **cell_kwargs):
