@@ -407,6 +407,10 @@ def test_config_without_the_key_keeps_the_old_form(cls):
     assert restored.get_config()["preliminary_layer_norm"] is True
 
 
+@pytest.mark.skipif(
+    tuple(int(p) for p in keras.__version__.split(".")[:2]) < (3, 15),
+    reason="the fixture was saved by Keras 3.15; an older Keras need not read a newer file",
+)
 def test_keras_file_saved_by_0_1_predicts_what_it_predicted():
     """`fixtures/fast_weights_v0_1.keras` was saved by keras_normkit 0.1 (no key)."""
     model = keras.models.load_model(FIXTURES / "fast_weights_v0_1.keras")
