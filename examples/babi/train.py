@@ -228,7 +228,7 @@ def train_real(
     set="1k",
     data=None,
     kind="qrn",
-    epochs=100,
+    epochs=500,
     restarts=1,
     seed=0,
     patience=50,
@@ -368,7 +368,7 @@ def main_real(args):
                 args.set,
                 release,
                 kind=kind,
-                epochs=args.epochs or 100,
+                epochs=args.epochs or 500,
                 restarts=args.restarts or 1,
                 seed=args.seed,
                 patience=args.patience,
@@ -425,7 +425,7 @@ def main():
     real.add_argument("--test-curve", action="store_true", help="record test accuracy per epoch")
     parser.add_argument("--task", type=int, nargs="+", default=None, help="[all 20; 1 2]")
     parser.add_argument("--model", nargs="+", default=None, help="[qrn; qrn lstm]")
-    parser.add_argument("--epochs", type=int, default=None, help="[100; 60]")
+    parser.add_argument("--epochs", type=int, default=None, help="[500; 60]")
     parser.add_argument("--restarts", type=int, default=None, help="[1; 3]")
     parser.add_argument("--dim", type=int, default=None, help="[50 (200 on 10k); 50]")
     parser.add_argument("--n-train", type=int, default=1000)
