@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
 
 import associative_retrieval as ar  # noqa: E402
+import fast_weights_table as table  # noqa: E402
 
 
 def test_task_generator_follows_the_definition():
@@ -44,6 +45,82 @@ def test_train_runs_exactly_the_requested_updates():
     )
     assert [p["updates"] for p in curve] == [30, 60, 70]
     assert int(model.optimizer.iterations.numpy()) == 70
+    # The paper's ports clip the global norm, not each variable's.
+    assert model.optimizer.global_clipnorm == 5.0 and model.optimizer.clipnorm is None
+
+
+def test_train_ends_at_the_best_validation_point():
+    sizes = {"pairs": 2, "num_keys": 8, "num_values": 4}
+    train = ar.make_task(200, seed=0, **sizes)
+    x_val, y_val = ar.make_task(100, seed=1, **sizes)
+    model = ar.build_model("fw", 8, vocab=13, num_classes=4, embed=8, seed=0)
+    curve = ar.train(
+        model,
+        (train, (x_val, y_val)),
+        updates=60,
+        batch_size=20,
+        learning_rate=3e-2,  # large: the validation accuracy moves between evaluations
+        eval_every=10,
+        jit_compile=False,
+        verbose=False,
+    )
+    best = [p for p in curve if p["best"]]
+    assert len(best) == 1
+    (best,) = best
+    key = lambda p: (p["val_accuracy"], -p["val_loss"])  # noqa: E731
+    assert key(best) == max(key(p) for p in curve)
+    val_loss, val_acc = model.evaluate(x_val, y_val, verbose=0)
+    np.testing.assert_allclose(
+        [val_loss, val_acc], [best["val_loss"], best["val_accuracy"]], rtol=1e-5
+    )
+
+
+def test_updates_to_reach():
+    curve = [{"updates": 500 * (i + 1), "val_accuracy": a} for i, a in enumerate([0.4, 0.96, 0.9])]
+    assert ar.updates_to_reach(curve, 0.95) == 1000
+    assert ar.updates_to_reach(curve, 0.99) is None
+
+
+def test_unit_scale_inputs():
+    """The default embedding puts a symbol at norm ~1 (Keras's default: ~0.3)."""
+    for initializer, low, high in [("glorot_uniform", 0.9, 1.3), ("uniform", 0.2, 0.4)]:
+        model = ar.build_model("lstm", 4, embeddings_initializer=initializer, seed=0)
+        norms = np.linalg.norm(model.layers[0].embeddings.numpy(), axis=1)
+        assert low < np.median(norms) < high, (initializer, np.median(norms))
+
+
+def _fake_run(error, val_accuracy, to_95, seconds=60.0):
+    return {
+        "test_error": error,
+        "best_val_accuracy": val_accuracy,
+        "updates_to_95": to_95,
+        "seconds": seconds,
+    }
+
+
+def test_table_chooses_the_tuned_rate_on_validation_only():
+    results = {
+        # 3e-3 has the better test error but the worse validation accuracy: 1e-3 is chosen.
+        table.key("tuned", "lstm", 20, 1e-3, 0): _fake_run(0.05, 0.96, 9000),
+        table.key("tuned", "lstm", 20, 3e-3, 0): _fake_run(0.01, 0.95, 4000),
+        table.key("tuned", "lstm", 20, 1e-3, 1): _fake_run(0.07, 0.93, None),
+        table.key("tuned", "lstm", 20, 3e-3, 1): _fake_run(0.00, 1.0, 1000),
+    }
+    assert table.chosen_rate(results, "tuned", "lstm", 20) == 1e-3
+    assert table.chosen_rate(results, "tuned", "fw", 20) is None  # no pilot yet
+    assert table.chosen_rate({}, "paper", "fw", 20) == 1e-4
+    # Ties on validation accuracy: fewer updates to 95 % wins.
+    tie = {
+        table.key("tuned", "fw", 50, 1e-3, 0): _fake_run(0.0, 1.0, 9000),
+        table.key("tuned", "fw", 50, 3e-3, 0): _fake_run(0.0, 1.0, 4000),
+    }
+    assert table.chosen_rate(tie, "tuned", "fw", 50) == 3e-3
+    lr, runs = table.table_runs(results, "tuned", "lstm", 20, [0, 1, 2])
+    assert lr == 1e-3 and [r["test_error"] for r in runs] == [0.05, 0.07]
+    text = table.report(results, ["tuned"], ["lstm"], [20], [0, 1, 2], [0])
+    row = text.splitlines()[-1]
+    # paper 60.81; ours mean 6.00 +- 1.41, median 6.00, worst 7.00; 1 of 2 reached 95 %.
+    assert "| 60.81 | 6.00 ± 1.41 | 6.00 | 7.00 | 2/3 | 9.0k (1/2 reached) | 1.0 min |" in row
 
 
 @pytest.mark.slow
