@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS)
 # Extra pip arguments for the installs (test-keras-min passes a constraints file).
 PIP_ARGS ?=
 
-.PHONY: demo test test-slow test-jax test-torch test-keras-min docs lint format format-check dist smoke-wheel bench clean
+.PHONY: demo test test-slow test-jax test-torch test-keras-min test-keras-nightly docs lint format format-check dist smoke-wheel bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,20 @@ test-keras-min:
 	$(MAKE) test VENV=.venv-keras-min PIP_ARGS="-c .ci/keras-min-constraints.txt"
 	.venv-keras-min/bin/python -c "import keras; assert keras.__version__.startswith('3.10'), keras.__version__"
 
+# The layers, engines and backend code against the newest keras-nightly (TensorFlow backend), in
+# its own venv: a Keras release that changes what we rely on fails here before users see it.
+# `make test-keras-nightly KERAS_NIGHTLY===3.16.0.dev2026102704` pins one nightly.
+KERAS_NIGHTLY ?=
+NIGHTLY_VENV := .venv-keras-nightly
+test-keras-nightly:
+	$(PYTHON) -m venv $(NIGHTLY_VENV)
+	$(NIGHTLY_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NIGHTLY_VENV)/bin/python -m pip install --quiet -e ".[tensorflow]" pytest pytest-xdist hypothesis
+	$(NIGHTLY_VENV)/bin/python -m pip uninstall --quiet --yes keras
+	$(NIGHTLY_VENV)/bin/python -m pip install --quiet --pre --no-deps --force-reinstall "keras-nightly$(KERAS_NIGHTLY)"
+	$(NIGHTLY_VENV)/bin/python -c "import keras; print('keras', keras.__version__); assert '.dev' in keras.__version__"
+	$(NIGHTLY_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m "not slow" tests/layers tests/ops tests/backend
+
 test-slow: $(VENV)/.installed-dev
 	$(PYTEST) -m slow
 
@@ -91,4 +105,4 @@ bench: $(VENV)/.installed-dev
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-keras-min build dist site *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-keras-min $(NIGHTLY_VENV) build dist site *.egg-info .pytest_cache .ruff_cache
