@@ -12,7 +12,7 @@ from keras_normkit import activations
 from keras_normkit.activations import ALPHA01, LAMBDA01
 from tests.conftest import requires_tensorflow
 
-# Closed form of PAPERS.md section 1: alpha01 = -sqrt(2/pi) / (e^{1/2} erfc(1/sqrt 2) - 1).
+# Closed form for the fixed point (0, 1) of Klambauer et al. (2017): alpha01 = -sqrt(2/pi) / (e^{1/2} erfc(1/sqrt 2) - 1).
 ALPHA01_CLOSED_FORM = -math.sqrt(2 / math.pi) / (math.exp(0.5) * math.erfc(1 / math.sqrt(2)) - 1)
 
 

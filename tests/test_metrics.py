@@ -132,7 +132,7 @@ def _bad_num_bins():
 
 
 def test_hand_computed_binary_weights_and_bad_input():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The metric's values by hand, with sample weights, binary outputs and bad arguments."""
     _hand_computed_example()
     _sample_weight_equals_repeated_examples()
     _binary_single_probability_and_column_labels()
@@ -140,6 +140,6 @@ def test_hand_computed_binary_weights_and_bad_input():
 
 
 def test_metric_in_compiled_models():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The metric inside compiled models: equal to the function, saved and reloaded."""
     _metric_equals_function_after_evaluate_and_round_trips()
     _metric_on_a_calibrated_wrapper()

@@ -75,8 +75,7 @@ def layer_norm(x, gamma, beta, epsilon, derived_gradient=True):
             formula above (`keras.ops.custom_gradient`), fewest operations, the faster form
             in a TensorFlow graph without XLA. `False`: automatic differentiation of the
             same forward formula, which measured faster inside `FastWeightsRNN`'s
-            XLA-compiled training loop (there the derived gradient's train step took
-            1.06-1.21x as long, at T 50 and 128 units).
+            XLA-compiled training loop (the A/B is in benchmarks/README.md).
 
     Returns:
         A tensor of the shape and dtype of `x` (computed in at least float32).
