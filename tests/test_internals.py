@@ -32,13 +32,6 @@ COMPAT = "keras_normkit/backend/keras_compat.py"
 # (test_allow_list_has_no_stale_entries fails until then). Keyed by file and source text (not
 # line numbers, which move with every edit).
 ALLOWED = {
-    # callbacks/: the shared callback state (issue 28, "Callback state").
-    ("keras_normkit/callbacks/_state.py", "callback._nk_set_stamp"),
-    ("keras_normkit/callbacks/_state.py", "callback._nk_begin_stamp"),
-    ("keras_normkit/callbacks/_state.py", "wrapped._nk_wrapped"),
-    ("keras_normkit/callbacks/_state.py", "c._nk_set_stamp"),
-    ("keras_normkit/callbacks/_state.py", "getattr(hook, '_nk_wrapped', False)"),
-    ("keras_normkit/callbacks/backup.py", "getattr(c, '_nk_epoch_done', None)"),
     # layers/_layer_norm_rnn_base.py: the `_loop_weights` side channel (issue 28, engine).
     ("keras_normkit/layers/_layer_norm_rnn_base.py", "self.cell._loop_weights"),
     ("keras_normkit/layers/_layer_norm_rnn_base.py", "self.cell._read_weights"),

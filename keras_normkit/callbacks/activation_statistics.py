@@ -5,9 +5,9 @@ import math
 import keras
 import numpy as np
 
-from keras_normkit._validation import check_bool, check_int
-from keras_normkit.callbacks._state import StatefulCallback
-from keras_normkit.callbacks._watched import check_layers_argument, watched_layers
+from keras_normkit.callbacks._probe import probe_from_config, probe_to_config
+from keras_normkit.callbacks._probe_statistics import ProbeStatistics
+from keras_normkit.callbacks._watched import watched_layers
 
 
 def percentile_key(percentile):
@@ -15,17 +15,8 @@ def percentile_key(percentile):
     return f"p{percentile:g}"
 
 
-def truncate_history(callback, epochs_done):
-    """Drop the records of `callback.history` made after `epochs_done` completed epochs."""
-    keep = sum(1 for e in callback.epochs if e <= epochs_done)
-    callback.epochs = callback.epochs[:keep]
-    for stats in callback.history.values():
-        for values in stats.values():
-            del values[keep:]
-
-
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class ActivationStatistics(StatefulCallback):
+class ActivationStatistics(ProbeStatistics):
     """Track the distribution of each layer's activations on a fixed probe batch.
 
     Before training and after every `every_n_epochs` epochs, the model is run on
@@ -80,10 +71,9 @@ class ActivationStatistics(StatefulCallback):
         every_n_epochs=1,
         log_values=True,
     ):
-        super().__init__()
         if probe_data is None:
             raise ValueError("`probe_data` must be the model's input for a probe batch.")
-        layers = check_layers_argument(layers)
+        super().__init__(layers, every_n_epochs, log_values)
         try:
             percentiles = tuple(float(p) for p in percentiles)
         except (TypeError, ValueError):
@@ -95,12 +85,7 @@ class ActivationStatistics(StatefulCallback):
                 f"`percentiles` must be numbers in [0, 100]. Received: percentiles={percentiles!r}"
             )
         self.probe_data = probe_data
-        self.layers = layers
         self.percentiles = percentiles
-        self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, 1)
-        self.log_values = check_bool("log_values", log_values)
-        self.epochs = []
-        self.history = {}
         self._probe = None
 
     def _watched_layers(self):
@@ -112,7 +97,7 @@ class ActivationStatistics(StatefulCallback):
             )
         return watched_layers(model, self.layers)
 
-    def _build_probe(self):
+    def _build(self):
         watched = self._watched_layers()
         self._names = [layer.name for layer in watched]
         inputs = self.model.inputs
@@ -122,7 +107,7 @@ class ActivationStatistics(StatefulCallback):
     def statistics(self):
         """The statistics on the probe batch now: `{layer_name: {stat: float}}`."""
         if self._probe is None:
-            self._build_probe()
+            self._build()
         # predict_on_batch runs the compiled predict step (traced once), in inference mode.
         outputs = self._probe.predict_on_batch(self.probe_data)
         if not isinstance(outputs, (list, tuple)):
@@ -137,60 +122,16 @@ class ActivationStatistics(StatefulCallback):
         return result
 
     def _stat_names(self):
-        return ["mean", "variance", *(percentile_key(p) for p in self.percentiles)]
-
-    def _record(self, epochs_done, logs=None):
-        self.epochs.append(epochs_done)
-        for name, stats in self.statistics().items():
-            per_layer = self.history.setdefault(name, {})
-            for stat, value in stats.items():
-                per_layer.setdefault(stat, []).append(value)
-                if logs is not None and self.log_values:
-                    logs[f"{name}/{stat}"] = value
-
-    def on_train_begin(self, logs=None):
-        self._build_probe()
-        self._first_epoch = True
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if not getattr(self, "_first_epoch", False):
-            return
-        self._first_epoch = False
-        # `epoch` epochs are done: a fit from epoch 0 starts a new history; when resuming,
-        # records past `epoch` belong to the interrupted run.
-        truncate_history(self, epoch if epoch > 0 else -1)
-        if not self.epochs:  # nothing recorded, or nothing restored: record the start
-            self._record(epoch)
-
-    def on_epoch_end(self, epoch, logs=None):
-        if (epoch + 1) % self.every_n_epochs == 0:
-            self._record(epoch + 1, logs)
-        elif logs is not None and self.log_values:
-            for name in self._names:
-                for stat in self._stat_names():
-                    logs[f"{name}/{stat}"] = math.nan
-
-    def get_state(self):
-        """The recorded `epochs` and `history`."""
-        return {"epochs": list(self.epochs), "history": self.history}
-
-    def set_state(self, state):
-        self.epochs = list(state["epochs"])
-        self.history = {
-            name: {stat: list(values) for stat, values in stats.items()}
-            for name, stats in state["history"].items()
-        }
+        stats = ["mean", "variance", *(percentile_key(p) for p in self.percentiles)]
+        return dict.fromkeys(self._names, stats)
 
     def get_config(self):
         probe = self.probe_data
-        if isinstance(probe, np.ndarray):
-            probe = probe.tolist()
-        layers = None
-        if self.layers is not None:
-            layers = [x if isinstance(x, str) else x.name for x in self.layers]
+        if isinstance(probe, np.ndarray):  # several inputs (a list or dict) stay as they are
+            probe = probe_to_config(probe)
         return {
             "probe_data": probe,
-            "layers": layers,
+            "layers": self._layers_config(),
             "percentiles": list(self.percentiles),
             "every_n_epochs": self.every_n_epochs,
             "log_values": self.log_values,
@@ -200,5 +141,5 @@ class ActivationStatistics(StatefulCallback):
     def from_config(cls, config):
         config = dict(config)
         if isinstance(config["probe_data"], list):  # a single-input probe saved by get_config
-            config["probe_data"] = np.asarray(config["probe_data"], dtype="float32")
+            config["probe_data"] = probe_from_config(config["probe_data"])
         return cls(**config)

@@ -7,14 +7,9 @@ import warnings
 import keras
 import numpy as np
 
-from keras_normkit._validation import check_bool
-from keras_normkit.callbacks._state import (
-    decode_state,
-    encode_state,
-    fit_members,
-    stamp_set_model,
-    stamp_train_begin,
-)
+from keras_normkit._validation import check_bool, check_choice, check_int
+from keras_normkit.callbacks._codec import decode_state, encode_state
+from keras_normkit.callbacks._registry import BACKUP, MEMBER, fit_callbacks, register
 
 STATES_FILE = "keras_normkit_callbacks.json"
 KERAS_METADATA_FILE = "training_metadata.json"  # written by keras.callbacks.BackupAndRestore
@@ -38,7 +33,10 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     our callbacks have finished that epoch's `on_epoch_end`, whatever the order of the list;
     the last two epochs' states are kept, so an interruption between our file and Keras's
     still restores a consistent pair. Like Keras's, the directory is deleted when `fit`
-    ends if `delete_checkpoint`.
+    ends if `delete_checkpoint`. The callbacks of the `fit` are found on the model, where
+    each registers itself when Keras gives it the model (`StatefulCallback` says how a
+    callback of your own takes part); a callback of an earlier `fit` of the same model is
+    never one of them.
 
     Args:
         backup_dir: Path of the directory for the backup (used by this run only).
@@ -85,12 +83,10 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         backup_dir = os.fspath(backup_dir)
         if not backup_dir:
             raise ValueError("`backup_dir` must be a non-empty path. Received: backup_dir=''")
-        if save_freq != "epoch" and (
-            isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq < 1
-        ):
-            raise ValueError(
-                f"`save_freq` must be 'epoch' or an integer >= 1. Received: save_freq={save_freq!r}"
-            )
+        if isinstance(save_freq, str):
+            check_choice("save_freq", save_freq, ("epoch",))
+        else:
+            check_int("save_freq", save_freq, 1)
         check_bool("double_checkpoint", double_checkpoint)
         check_bool("delete_checkpoint", delete_checkpoint)
         super().__init__(
@@ -107,12 +103,11 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
 
     def set_model(self, model):
         super().set_model(model)
-        stamp_set_model(self)
+        register(self, BACKUP)  # our stateful callbacks of this fit find it on the model
 
     # ----------------------------------------------------------------- restoring
 
     def on_train_begin(self, logs=None):
-        stamp_train_begin(self)
         self._members = None
         self._pending = None
         super().on_train_begin(logs)  # loads the weights and the epoch to resume from
@@ -161,7 +156,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         """Our stateful callbacks of this `fit`, with their keys `"ClassName/index"`."""
         if self._members is None:
             counts, members = {}, {}
-            for callback in fit_members(self):
+            for callback in fit_callbacks(self, MEMBER):
                 name = type(callback).__name__
                 members[f"{name}/{counts.get(name, 0)}"] = callback
                 counts[name] = counts.get(name, 0) + 1
@@ -177,20 +172,69 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
 
     # ----------------------------------------------------------------- saving
 
-    def on_epoch_end(self, epoch, logs=None):
-        self._pending = (epoch, logs)
-        self.member_finished_epoch(epoch)
+    def on_epoch_begin(self, epoch, logs=None):
+        self._write_late()
 
-    def member_finished_epoch(self, epoch):
-        """Write the backup of `epoch` once this and all our callbacks have finished it."""
+    def on_epoch_end(self, epoch, logs=None):
+        unclaimed = [c for key, c in self.members().items() if key in self._restored]
+        self._restored = {}
+        if unclaimed:
+            _warn_skipped(
+                unclaimed,
+                "on_epoch_begin",
+                "restore_from_backup()",
+                "its saved state was not restored",
+            )
+        # Our callbacks after this one in the list have not finished the epoch yet.
+        self._pending = (epoch, logs, self._members_after())
+        self._write_when_finished()
+
+    def member_finished_epoch(self, epoch, member):
+        """Take note that `member`'s state after `epoch` is final (`notify_backup` calls it).
+
+        The backup of `epoch` is written when the last of our callbacks placed after this one
+        in the list has finished it.
+        """
         if self._pending is None or self._pending[0] != epoch:
+            return  # placed before this backup: done before it ran
+        _, logs, waiting = self._pending
+        self._pending = (epoch, logs, [c for c in waiting if c is not member])
+        self._write_when_finished()
+
+    def _members_after(self):
+        after, seen_self = [], False
+        for role, callback in fit_callbacks(self):
+            if callback is self:
+                seen_self = True
+            elif seen_self and role == MEMBER:
+                after.append(callback)
+        return after
+
+    def _write_when_finished(self):
+        epoch, logs, waiting = self._pending
+        if waiting:
             return
-        if any(getattr(c, "_nk_epoch_done", None) != epoch for c in self.members().values()):
-            return
-        _, logs = self._pending
         self._pending = None
         self._write_states(epoch + 1)  # first ours, then Keras's weights and epoch
         super().on_epoch_end(epoch, logs)
+
+    def _write_late(self):
+        """Write a backup still waiting for callbacks that did not notify the end of its epoch."""
+        if self._pending is None:
+            return
+        epoch, logs, waiting = self._pending
+        _warn_skipped(
+            waiting,
+            "on_epoch_end",
+            "notify_backup(epoch)",
+            "BackupAndRestore wrote the backup of the epoch late, at its next hook",
+        )
+        self._pending = (epoch, logs, [])
+        self._write_when_finished()
+
+    def on_train_end(self, logs=None):
+        self._write_late()
+        super().on_train_end(logs)  # deletes the backup if `delete_checkpoint`
 
     def _write_states(self, epoch):
         os.makedirs(self.backup_dir, exist_ok=True)
@@ -242,76 +286,12 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         return cls(**config)
 
 
-# --------------------------------------------------------------------------- deprecated files
-
-
-class SnapshotFiles:
-    """The files of the deprecated `EarlyStopping(backup_dir=...)`, in `directory`.
-
-    `EarlyStopping` keeps a snapshot of its state after each of the last two epochs; with the
-    deprecated `backup_dir` they are also written here after every epoch, so that a new
-    instance (in a new process) resumed by Keras's `BackupAndRestore` finds them. The layout
-    is unchanged from the versions that wrote it inside `EarlyStopping`: one JSON document
-    (the direction sign and the snapshots' scalars and lists, keyed by epoch) and one `.npz`
-    of best weights per snapshot that has them. Every file is written under a temporary name,
-    then renamed, so a reader sees the old or the new file, never a partial one.
-    """
-
-    PREFIX = "keras_normkit_early_stopping"
-
-    def __init__(self, directory):
-        self.directory = os.fspath(directory)
-
-    def _path(self, suffix):
-        return os.path.join(self.directory, f"{self.PREFIX}{suffix}")
-
-    def _weights_name(self, epoch):
-        return f"{self.PREFIX}_weights_{epoch}.npz"
-
-    def write(self, sign, snapshots):
-        """Write `{epoch: state}` (each state a dict with a `"best_weights"` entry)."""
-        os.makedirs(self.directory, exist_ok=True)
-        document = {"sign": sign, "snapshots": {}}
-        for epoch, state in snapshots.items():
-            state = dict(state)
-            weights = state.pop("best_weights")
-            if weights is not None:
-                path = os.path.join(self.directory, self._weights_name(epoch))
-                with open(path + ".tmp", "wb") as f:
-                    np.savez(f, *weights)
-                os.replace(path + ".tmp", path)
-            state["has_best_weights"] = weights is not None
-            document["snapshots"][str(epoch)] = state
-        path = self._path(".json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(document, f, default=float)
-        os.replace(path + ".tmp", path)
-        keep = {self._weights_name(epoch) for epoch in snapshots}
-        for name in os.listdir(self.directory):
-            if name.startswith(f"{self.PREFIX}_weights_") and name not in keep:
-                os.remove(os.path.join(self.directory, name))
-
-    def read(self):
-        """`(sign, {epoch: state})` as written by `write`, or `None` without a document."""
-        path = self._path(".json")
-        if not os.path.exists(path):
-            return None
-        with open(path) as f:
-            document = json.load(f)
-        snapshots = {}
-        for epoch, state in document["snapshots"].items():
-            weights = None
-            if state.pop("has_best_weights"):
-                weights_path = os.path.join(self.directory, self._weights_name(epoch))
-                with np.load(weights_path, allow_pickle=False) as arrays:
-                    weights = [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
-            snapshots[int(epoch)] = {**state, "best_weights": weights}
-        return document["sign"], snapshots
-
-    def delete(self):
-        """Remove this store's files (the directory and other files stay)."""
-        if not os.path.isdir(self.directory):
-            return
-        for name in os.listdir(self.directory):
-            if name.startswith(self.PREFIX):
-                os.remove(os.path.join(self.directory, name))
+def _warn_skipped(callbacks, hook, call, consequence):
+    """Warn that `callbacks` override `hook` without making `call` (see `StatefulCallback`)."""
+    names = ", ".join(sorted({type(c).__name__ for c in callbacks}))
+    warnings.warn(
+        f"{names} overrides `{hook}` without calling `self.{call}` (or "
+        f"`super().{hook}(epoch, logs)`): {consequence}. See "
+        "`keras_normkit.callbacks.StatefulCallback`.",
+        stacklevel=3,
+    )

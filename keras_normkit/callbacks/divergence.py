@@ -5,9 +5,10 @@ import math
 import keras
 import numpy as np
 
-from keras_normkit._validation import check_bool, check_number
+from keras_normkit._validation import check_bool, check_choice, check_number
 from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value
+from keras_normkit.callbacks._probe import probe_from_config, probe_to_config
 from keras_normkit.callbacks._state import StatefulCallback, weights_state
 from keras_normkit.callbacks.learning_rate import (
     _inner_optimizer,
@@ -114,11 +115,7 @@ class DivergenceGuard(StatefulCallback):
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
         factor = check_number("factor", factor, 1.0, strict_minimum=True)
-        if on_divergence not in ("stop", "rollback"):
-            raise ValueError(
-                "`on_divergence` must be 'stop' or 'rollback'. "
-                f"Received: on_divergence={on_divergence!r}"
-            )
+        check_choice("on_divergence", on_divergence, ("stop", "rollback"))
         self.monitor = monitor
         self.factor = factor
         self.on_divergence = on_divergence
@@ -217,6 +214,7 @@ class DivergenceGuard(StatefulCallback):
         return None
 
     def on_epoch_begin(self, epoch, logs=None):
+        self.restore_from_backup()  # when BackupAndRestore resumes this fit: the saved state
         self._epoch = epoch
         self._diverged = None
         if self.on_divergence == "rollback" and not self.monitor.startswith("val_"):
@@ -236,6 +234,10 @@ class DivergenceGuard(StatefulCallback):
                 self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
+        self._watch(epoch, logs)
+        self.notify_backup(epoch)  # the state after this epoch is final
+
+    def _watch(self, epoch, logs):
         value = get_monitor_value(self, logs, self.monitor)
         if self._diverged is None and value is not None and self._is_divergent(value):
             self._diverged = value
@@ -293,7 +295,7 @@ class DivergenceGuard(StatefulCallback):
     def get_config(self):
         probe = self.probe_data
         if probe is not None:
-            probe = [None if p is None else np.asarray(p).tolist() for p in probe]
+            probe = [probe_to_config(part) for part in probe]
         return {
             "monitor": self.monitor,
             "factor": self.factor,
@@ -308,8 +310,5 @@ class DivergenceGuard(StatefulCallback):
     def from_config(cls, config):
         config = dict(config)
         if config.get("probe_data") is not None:
-            parts = [None if p is None else np.asarray(p) for p in config["probe_data"]]
-            config["probe_data"] = tuple(
-                p.astype("float32") if p is not None and p.dtype.kind == "f" else p for p in parts
-            )
+            config["probe_data"] = tuple(probe_from_config(part) for part in config["probe_data"])
         return cls(**config)

@@ -6,10 +6,10 @@ import warnings
 
 import keras
 
-from keras_normkit._validation import check_bool, check_int, check_number
+from keras_normkit._validation import check_bool, check_choice, check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
+from keras_normkit.callbacks._snapshot_files import SnapshotFiles
 from keras_normkit.callbacks._state import StatefulCallback, weights_state
-from keras_normkit.callbacks.backup import SnapshotFiles
 
 CRITERIA = ("patience", "generalization_loss", "progress_quotient", "up")
 
@@ -130,13 +130,8 @@ class EarlyStopping(StatefulCallback):
             )
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
-        if criterion not in CRITERIA:
-            raise ValueError(
-                f"`criterion` must be one of {', '.join(repr(c) for c in CRITERIA)}. "
-                f"Received: criterion={criterion!r}"
-            )
-        if mode not in ("auto", "min", "max"):
-            raise ValueError(f"`mode` must be 'auto', 'min' or 'max'. Received: mode={mode!r}")
+        check_choice("criterion", criterion, CRITERIA)
+        check_choice("mode", mode, ("auto", "min", "max"))
         if criterion == "patience":
             if alpha is not None:
                 raise ValueError(
@@ -256,6 +251,7 @@ class EarlyStopping(StatefulCallback):
         self._starting = True
 
     def on_epoch_begin(self, epoch, logs=None):
+        self.restore_from_backup()  # when BackupAndRestore resumes this fit: the saved state
         if not getattr(self, "_starting", False):
             return
         self._starting = False
@@ -286,12 +282,15 @@ class EarlyStopping(StatefulCallback):
         self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
+        self._monitor(epoch, logs)
+        self._snapshot(epoch)
+        self.notify_backup(epoch)  # the state after this epoch is final
+
+    def _monitor(self, epoch, logs):
         if epoch < self.start_from_epoch:
-            self._snapshot(epoch)
             return
         current = get_monitor_value(self, logs, self.monitor)
         if current is None:
-            self._snapshot(epoch)
             return
         if self._sign is None:
             self._sign = resolve_sign(self, self.monitor, self.mode, self.model)
@@ -315,7 +314,6 @@ class EarlyStopping(StatefulCallback):
                 self.wait = 0
         getattr(self, "_check_" + self.criterion)(epoch, value, logs, row)
         self.trace.append(row)
-        self._snapshot(epoch)
 
     def _check_patience(self, epoch, value, logs, row):
         row["wait"] = self.wait

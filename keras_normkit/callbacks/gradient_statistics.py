@@ -5,11 +5,10 @@ import math
 import keras
 import numpy as np
 
-from keras_normkit._validation import check_bool, check_int
 from keras_normkit.backend.gradients import gradient_function
-from keras_normkit.callbacks._state import StatefulCallback
-from keras_normkit.callbacks._watched import check_layers_argument, watched_layers
-from keras_normkit.callbacks.activation_statistics import truncate_history
+from keras_normkit.callbacks._probe import probe_from_config, probe_to_config
+from keras_normkit.callbacks._probe_statistics import ProbeStatistics
+from keras_normkit.callbacks._watched import watched_layers
 
 SATURATING = ("sigmoid", "tanh", "softsign")
 GRADIENT_STATS = ("grad_norm", "grad_mean", "grad_std", "output_grad_std", "update_ratio")
@@ -38,7 +37,7 @@ def _flat(arrays):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class GradientStatistics(StatefulCallback):
+class GradientStatistics(ProbeStatistics):
     """Track each layer's back-propagated gradients and saturation on a fixed probe batch.
 
     Before training and after every `every_n_epochs` epochs, the loss
@@ -92,7 +91,6 @@ class GradientStatistics(StatefulCallback):
     """
 
     def __init__(self, probe_data, layers=None, every_n_epochs=1, log_values=False):
-        super().__init__()
         if not isinstance(probe_data, (tuple, list)):
             raise TypeError(
                 "`probe_data` must be a tuple (x, y) or (x, y, sample_weight). "
@@ -103,13 +101,8 @@ class GradientStatistics(StatefulCallback):
                 "`probe_data` must be (x, y) or (x, y, sample_weight). "
                 f"Received: a sequence of length {len(probe_data)}"
             )
-        layers = check_layers_argument(layers)
+        super().__init__(layers, every_n_epochs, log_values)
         self.probe_data = tuple(probe_data)
-        self.layers = layers
-        self.every_n_epochs = check_int("every_n_epochs", every_n_epochs, 1)
-        self.log_values = check_bool("log_values", log_values)
-        self.epochs = []
-        self.history = {}
         self._previous = {}
         self._gradients = None
 
@@ -125,10 +118,12 @@ class GradientStatistics(StatefulCallback):
         self._layers = self._watched_layers()
         self._gradients = gradient_function(self.model, self._layers)
 
-    def _stat_names(self, layer):
-        names = list(GRADIENT_STATS)
-        if saturating_activation(layer) is not None:
-            names.append("saturation")
+    def _stat_names(self):
+        names = {}
+        for layer in self._layers:
+            names[layer.name] = list(GRADIENT_STATS)
+            if saturating_activation(layer) is not None:
+                names[layer.name].append("saturation")
         return names
 
     def statistics(self):
@@ -164,67 +159,33 @@ class GradientStatistics(StatefulCallback):
             result[layer.name] = stats
         return result
 
+    def _clear(self):
+        super()._clear()
+        self._previous = {}  # no update ratio against the weights of an earlier history
+
     def _record(self, epochs_done, logs=None):
-        self.epochs.append(epochs_done)
-        for name, stats in self.statistics().items():
-            per_layer = self.history.setdefault(name, {})
-            for stat, value in stats.items():
-                per_layer.setdefault(stat, []).append(value)
-                if logs is not None and self.log_values:
-                    logs[f"{name}/{stat}"] = value
+        super()._record(epochs_done, logs)
         for layer in self._layers:
             if layer.trainable_weights:
                 self._previous[layer.name] = _flat(
                     [keras.ops.convert_to_numpy(w) for w in layer.trainable_weights]
                 )
 
-    def on_train_begin(self, logs=None):
-        self._build()
-        self._first_epoch = True
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if not getattr(self, "_first_epoch", False):
-            return
-        self._first_epoch = False
-        if epoch == 0:
-            self._previous = {}
-        truncate_history(self, epoch if epoch > 0 else -1)
-        if not self.epochs:
-            self._record(epoch)
-
-    def on_epoch_end(self, epoch, logs=None):
-        if (epoch + 1) % self.every_n_epochs == 0:
-            self._record(epoch + 1, logs)
-        elif logs is not None and self.log_values:
-            for layer in self._layers:
-                for stat in self._stat_names(layer):
-                    logs[f"{layer.name}/{stat}"] = math.nan
-
     def get_state(self):
         """The recorded `epochs` and `history`, and the weights of the last record."""
         return {
-            "epochs": list(self.epochs),
-            "history": self.history,
+            **super().get_state(),
             "previous": {name: np.array(w) for name, w in self._previous.items()},
         }
 
     def set_state(self, state):
-        self.epochs = list(state["epochs"])
-        self.history = {
-            name: {stat: list(values) for stat, values in stats.items()}
-            for name, stats in state["history"].items()
-        }
+        super().set_state(state)
         self._previous = {name: np.asarray(w) for name, w in state["previous"].items()}
 
     def get_config(self):
-        layers = None
-        if self.layers is not None:
-            layers = [x if isinstance(x, str) else x.name for x in self.layers]
         return {
-            "probe_data": [
-                None if part is None else np.asarray(part).tolist() for part in self.probe_data
-            ],
-            "layers": layers,
+            "probe_data": [probe_to_config(part) for part in self.probe_data],
+            "layers": self._layers_config(),
             "every_n_epochs": self.every_n_epochs,
             "log_values": self.log_values,
         }
@@ -232,11 +193,5 @@ class GradientStatistics(StatefulCallback):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        parts = []
-        for part in config["probe_data"]:
-            array = None if part is None else np.asarray(part)
-            if array is not None and array.dtype.kind == "f":
-                array = array.astype("float32")
-            parts.append(array)
-        config["probe_data"] = tuple(parts)
+        config["probe_data"] = tuple(probe_from_config(part) for part in config["probe_data"])
         return cls(**config)

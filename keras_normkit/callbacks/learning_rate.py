@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 from keras_normkit import schedules
-from keras_normkit._validation import check_choice, check_int, check_number
+from keras_normkit._validation import check_bool, check_choice, check_int, check_number
 from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
 from keras_normkit.callbacks._state import StatefulCallback
@@ -134,9 +134,7 @@ class LearningRateMonitor(StatefulCallback):
 
     def __init__(self, per_step=False):
         super().__init__()
-        if not isinstance(per_step, bool):
-            raise TypeError(f"`per_step` must be a bool. Received: per_step={per_step!r}")
-        self.per_step = per_step
+        self.per_step = check_bool("per_step", per_step)
         self.steps = []
 
     def on_train_begin(self, logs=None):
@@ -147,6 +145,9 @@ class LearningRateMonitor(StatefulCallback):
 
     def set_state(self, state):
         self.steps = [tuple(pair) for pair in state["steps"]]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.restore_from_backup()  # when BackupAndRestore resumes this fit: the saved state
 
     def on_train_batch_end(self, batch, logs=None):
         if not self.per_step:
@@ -160,6 +161,7 @@ class LearningRateMonitor(StatefulCallback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["learning_rate"] = current_learning_rate(self.model.optimizer)
+        self.notify_backup(epoch)  # the state after this epoch is final
 
     def get_config(self):
         return {"per_step": self.per_step}
@@ -277,8 +279,14 @@ class ReduceLROnPlateau(StatefulCallback):
     def on_train_end(self, logs=None):
         untrack_schedule_multiplier(self.model)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self.restore_from_backup()  # when BackupAndRestore resumes this fit: the saved state
+
     def on_epoch_end(self, epoch, logs=None):
-        logs = logs if logs is not None else {}
+        self._reduce_on_plateau(epoch, logs if logs is not None else {})
+        self.notify_backup(epoch)  # the state after this epoch is final
+
+    def _reduce_on_plateau(self, epoch, logs):
         logs["learning_rate"] = current_learning_rate(self.model.optimizer)
         current = get_monitor_value(self, logs, self.monitor)
         if current is None:

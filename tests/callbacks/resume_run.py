@@ -23,6 +23,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_normkit import callbacks, schedules  # noqa: E402
+from tests.callbacks.interrupt import Interrupt  # noqa: E402
 
 EPOCHS = 16
 PEAK = 0.1
@@ -61,16 +62,6 @@ def make_model():
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     return model
-
-
-class Interrupt(keras.callbacks.Callback):
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise RuntimeError("Interrupting!")
 
 
 def make_callbacks(backup_dir, probe):

@@ -17,8 +17,11 @@ from keras_normkit.callbacks import (
     ReduceLROnPlateau,
     StatefulCallback,
 )
-from keras_normkit.callbacks._state import decode_state, encode_state, fit_members
+from keras_normkit.callbacks._codec import decode_state, encode_state
+from keras_normkit.callbacks._registry import MEMBER, fit_callbacks
+from keras_normkit.callbacks._snapshot_files import SnapshotFiles
 from tests.callbacks import resume_run
+from tests.callbacks.interrupt import Interrupt
 
 HERE = os.path.dirname(__file__)
 
@@ -106,16 +109,6 @@ def test_resume_in_new_processes_at_several_epochs_reproduces_the_run(tmp_path):
             np.testing.assert_array_equal(got, want)
 
 
-class Interrupt(keras.callbacks.Callback):
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise RuntimeError("Interrupting!")
-
-
 def small_fit(callbacks, epochs=5):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -159,7 +152,7 @@ def test_stale_callbacks_of_an_earlier_fit_are_not_members(tmp_path):
     # The same model trained again with another list: `first` and `second` are stale.
     model.fit(np.zeros((4, 2)), np.zeros((4, 1)), epochs=1, verbose=0, callbacks=[third, backup])
     assert list(backup.members().values()) == [third]
-    assert fit_members(backup) == [third]
+    assert fit_callbacks(backup, MEMBER) == [third]
 
 
 def test_same_instances_resume_and_the_list_order_does_not_matter(tmp_path):
@@ -238,8 +231,6 @@ def test_early_stopping_backup_dir_is_deprecated(tmp_path):
 
 def test_snapshot_files_of_the_deprecated_backup_dir(tmp_path):
     """Write, read back, prune stale weights, delete only our files."""
-    from keras_normkit.callbacks.backup import SnapshotFiles
-
     files = SnapshotFiles(tmp_path)
     assert files.read() is None  # nothing written yet
     weights = [np.arange(6, dtype="float32").reshape(2, 3), np.array([1.5])]
@@ -271,8 +262,6 @@ def test_snapshot_files_of_the_deprecated_backup_dir(tmp_path):
 
 def test_early_stopping_resumes_from_snapshots_written_before_stopped_epoch_was_0(tmp_path):
     """Older files marked "not stopped" with `stopped_epoch=None`: resumed as Keras's 0."""
-    from keras_normkit.callbacks.backup import SnapshotFiles
-
     with pytest.warns(DeprecationWarning):
         first = EarlyStopping(monitor="loss", patience=5, backup_dir=tmp_path)
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])

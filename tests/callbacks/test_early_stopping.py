@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from keras_normkit.callbacks import EarlyStopping
 from keras_normkit.callbacks.early_stopping import generalization_loss, training_progress
+from tests.callbacks.interrupt import Interrupt
 
 
 class FakeModel:
@@ -421,32 +422,28 @@ def test_real_fit_stops_and_restores_the_best_weights():
     assert not np.array_equal(model.get_weights()[0], recorder.weights[stop.stopped_epoch][0])
 
 
-class Interrupt(keras.callbacks.Callback):
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
+RESUMED_STOP = dict(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
 
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise RuntimeError("Interrupting!")
+
+def uninterrupted_stop():
+    """The run the resumed ones must reproduce: `(data, fit kwargs, initial weights, the
+    EarlyStopping, the final weights)`."""
+    (x, y), val = digits()
+    fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
+    model = overfitting_model()
+    initial = model.get_weights()
+    whole = EarlyStopping(**RESUMED_STOP)
+    model.fit(x, y, callbacks=[whole], **fit)
+    assert whole.stop_reason is not None and whole.stopped_epoch > 4
+    return (x, y), fit, initial, whole, model.get_weights()
 
 
 @pytest.mark.slow
 def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
-    (x, y), val = digits()
-    fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
-    kwargs = dict(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
-
-    model = overfitting_model()
-    initial = model.get_weights()
-    whole = EarlyStopping(**kwargs)
-    model.fit(x, y, callbacks=[whole], **fit)
-    assert whole.stop_reason is not None and whole.stopped_epoch > 4
-    expected = model.get_weights()
-
+    (x, y), fit, initial, whole, expected = uninterrupted_stop()
     model = overfitting_model()
     model.set_weights(initial)
-    split = EarlyStopping(**kwargs)
+    split = EarlyStopping(**RESUMED_STOP)
     backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
     with pytest.raises(RuntimeError, match="Interrupting"):
         model.fit(x, y, callbacks=[backup, split, Interrupt(whole.stopped_epoch - 2)], **fit)
@@ -461,20 +458,11 @@ def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
 @pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
 def test_resume_in_a_new_process_from_backup_dir(tmp_path):
     """A new model and new callback instances (as after a crash) resume from the disk state."""
-    (x, y), val = digits()
-    fit = dict(validation_data=val, epochs=40, batch_size=50, shuffle=False, verbose=0)
-    kwargs = dict(criterion="generalization_loss", alpha=5.0, restore_best_weights=True)
-
-    model = overfitting_model()
-    initial = model.get_weights()
-    whole = EarlyStopping(**kwargs)
-    model.fit(x, y, callbacks=[whole], **fit)
-    expected = model.get_weights()
-
+    (x, y), fit, initial, whole, expected = uninterrupted_stop()
     backup_dir = str(tmp_path / "backup")
     model = overfitting_model()
     model.set_weights(initial)
-    first = EarlyStopping(**kwargs, backup_dir=backup_dir)
+    first = EarlyStopping(**RESUMED_STOP, backup_dir=backup_dir)
     with pytest.raises(RuntimeError, match="Interrupting"):
         model.fit(
             x,
@@ -489,7 +477,7 @@ def test_resume_in_a_new_process_from_backup_dir(tmp_path):
     assert any(n.startswith("keras_normkit_early_stopping") for n in os.listdir(backup_dir))
 
     resumed_model = overfitting_model()  # a fresh process would rebuild everything
-    second = EarlyStopping(**kwargs, backup_dir=backup_dir)
+    second = EarlyStopping(**RESUMED_STOP, backup_dir=backup_dir)
     history = resumed_model.fit(
         x, y, callbacks=[keras.callbacks.BackupAndRestore(backup_dir), second], **fit
     )

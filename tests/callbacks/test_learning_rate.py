@@ -10,6 +10,7 @@ import pytest
 
 from keras_normkit.callbacks import LearningRateMonitor, ReduceLROnPlateau
 from keras_normkit.schedules import CyclicalLearningRate, NaturalExpDecay, Scaled
+from tests.callbacks.interrupt import Interrupt
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(16, 3)).astype("float32")
@@ -191,12 +192,6 @@ def _missing_monitor_warns_once():
 # --------------------------------------------------------------------------- resuming
 
 
-class Interrupt(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == 2:
-            raise RuntimeError("Interrupting!")
-
-
 class RateProbe(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.rate = getattr(self, "rate", None) or float(self.model.optimizer.learning_rate)
@@ -219,7 +214,7 @@ def test_multiplier_is_restored_by_backup_and_restore_in_a_new_model(tmp_path):
             epochs=4,
             verbose=0,
             # The plateau callback goes first so the backup of an epoch sees its reduction.
-            callbacks=[plateau, keras.callbacks.BackupAndRestore(backup), Interrupt()],
+            callbacks=[plateau, keras.callbacks.BackupAndRestore(backup), Interrupt(2)],
         )
     assert float(model.optimizer._learning_rate.multiplier) == 0.5  # reduced after epoch 1
     # As after a restart: a new model compiled with the plain schedule, a new callback.
