@@ -81,6 +81,20 @@ def check_choice(name, value, choices):
     return value
 
 
+def check_string_choice(name, value, choices):
+    """`value`, one of the strings `choices`: `TypeError` for a non-string, else `check_choice`.
+
+    For options named by a string (`mode="min"`), where `mode=1` is a wrong type rather
+    than a wrong value.
+    """
+    if not isinstance(value, str):
+        raise TypeError(
+            f"`{name}` must be one of {', '.join(repr(c) for c in choices)}. "
+            f"Received: {name}={value!r} of type {type(value).__name__}"
+        )
+    return check_choice(name, value, choices)
+
+
 def check_seed(seed, name="seed"):
     """An optional integer seed (`None` or an `int`)."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):

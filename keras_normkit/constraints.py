@@ -17,6 +17,7 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_bool, check_int, check_number, check_seed
+from keras_normkit.backend.optional import jax_key_from_bits
 from keras_normkit.regularizers import parseval_scale
 
 __all__ = ["ParsevalConstraint", "Simplex", "parseval_retraction", "project_to_simplex"]
@@ -110,10 +111,18 @@ class ParsevalConstraint(keras.constraints.Constraint):
     only a random subset of `max(1, round(row_fraction * out))` output units (the paper's
     "rows" of `W`, i.e. the columns of a Keras kernel), which is cheaper for wide layers.
 
-    The subset is drawn with a `keras.random.SeedGenerator` owned by the constraint: a new
-    subset at every step with TensorFlow (eager, graph or XLA). Keras's JAX trainer does
-    not carry the state of a constraint's generator from one compiled step to the next, so
-    on JAX the same subset is drawn at every step: use `row_fraction=1.0` there.
+    A new subset is drawn at every call, as in the paper, on every backend and inside a
+    compiled train step too (graph, XLA or JAX's jit). On TensorFlow and PyTorch it comes
+    from a `keras.random.SeedGenerator` owned by the constraint, which advances at every
+    call. Keras's JAX trainer cannot advance that generator inside its compiled step (the
+    step carries only the model's and the optimizer's variables, and a constraint's
+    generator is neither: its state would be read as a constant, giving the same subset at
+    every step), so on JAX the generator's key is folded with a hash of the kernel's bits.
+    The kernel changes at every step (by the update and by the retraction itself), so the
+    subset does too: a pseudo-random function of `seed` and the kernel, uniform over the
+    subsets of that size (the hash is one pass over the kernel, cheap next to the
+    retraction's products). Only a step that left the kernel bit for bit unchanged would
+    draw the same subset again.
 
     Basin. `f(1) = 1` with slope `1 - 2 beta` (attracting for `0 < beta < 1`; the paper
     uses `beta` around 1e-4 to 3e-3), `f(0) = 0` with slope `1 + beta` (repelling).
@@ -197,8 +206,16 @@ class ParsevalConstraint(keras.constraints.Constraint):
         self.conv_scaling = check_bool("conv_scaling", conv_scaling)
         self.seed = check_seed(seed)
         # A stateful generator: a fresh subset at every optimizer step, also inside a
-        # compiled (graph / XLA) train step.
+        # compiled (graph / XLA) train step; on JAX see `_subset_seed`.
         self._seed_generator = keras.random.SeedGenerator(seed) if self.row_fraction < 1 else None
+
+    def _subset_seed(self, matrix):
+        """The seed of this call's random subset (see the class docstring)."""
+        if keras.backend.backend() != "jax":
+            return self._seed_generator
+        # JAX's compiled step drops the generator's update (its key is a constant there):
+        # fold in the kernel, which the step does carry and which changes at every step.
+        return jax_key_from_bits(self._seed_generator.next(), matrix)
 
     def _retract(self, matrix, scale):
         bound = _safe_bound(self.beta)
@@ -224,7 +241,7 @@ class ParsevalConstraint(keras.constraints.Constraint):
             matrix = self._retract(matrix, scale)
         else:
             # `count` distinct random output units: the top-k of i.i.d. uniform scores.
-            scores = keras.random.uniform((units,), seed=self._seed_generator)
+            scores = keras.random.uniform((units,), seed=self._subset_seed(matrix))
             _, index = ops.top_k(scores, k=count, sorted=False)
             updated = self._retract(ops.take(matrix, index, axis=1), scale)
             # Put the updated columns back with gathers and a select (no full-matrix

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_normkit._validation import check_int
+
 __all__ = ["plot_activation_statistics", "plot_gradient_statistics", "plot_schedules"]
 
 
@@ -13,6 +15,21 @@ def _pyplot():
             "keras_normkit.plotting needs matplotlib: `pip install matplotlib`."
         ) from error
     return plt
+
+
+def _recorded(statistics, layers):
+    """`(epochs, history, names)` of a statistics callback (or its dict), `layers` checked."""
+    if isinstance(statistics, dict):
+        epochs, history = statistics["epochs"], statistics["history"]
+    else:
+        epochs, history = statistics.epochs, statistics.history
+    if not history:
+        raise ValueError("`statistics` holds no recorded statistics; train with the callback.")
+    names = list(history) if layers is None else list(layers)
+    unknown = [name for name in names if name not in history]
+    if unknown:
+        raise ValueError(f"Unknown layers {unknown}; recorded layers are {list(history)}.")
+    return epochs, history, names
 
 
 def plot_schedules(schedules, total_steps, ax=None, log_scale=False):
@@ -41,8 +58,7 @@ def plot_schedules(schedules, total_steps, ax=None, log_scale=False):
     """
     import keras
 
-    if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps < 1:
-        raise ValueError(f"`total_steps` must be an integer >= 1. Received: {total_steps!r}")
+    total_steps = check_int("total_steps", total_steps, 1)
     if not isinstance(schedules, dict):
         schedules = {type(schedules).__name__: schedules}
     plt = _pyplot()
@@ -72,7 +88,7 @@ def plot_activation_statistics(statistics, layers=None, ncols=3, figsize=None):
         statistics: A `keras_normkit.callbacks.ActivationStatistics` after training, or a
             dict `{"epochs": [...], "history": {layer: {stat: [...]}}}`.
         layers: Layer names to draw (default: all recorded).
-        ncols: Number of subplot columns.
+        ncols: Positive integer, the number of subplot columns (at most one per layer).
         figsize: Optional figure size; by default 3.2 x 2.4 inches per subplot.
 
     Returns:
@@ -80,18 +96,9 @@ def plot_activation_statistics(statistics, layers=None, ncols=3, figsize=None):
 
     Reference: S. Ioffe and C. Szegedy, "Batch Normalization", ICML 2015.
     """
-    if isinstance(statistics, dict):
-        epochs, history = statistics["epochs"], statistics["history"]
-    else:
-        epochs, history = statistics.epochs, statistics.history
-    if not history:
-        raise ValueError("`statistics` holds no recorded statistics; train with the callback.")
-    names = list(history) if layers is None else list(layers)
-    unknown = [name for name in names if name not in history]
-    if unknown:
-        raise ValueError(f"Unknown layers {unknown}; recorded layers are {list(history)}.")
+    epochs, history, names = _recorded(statistics, layers)
+    ncols = max(1, min(check_int("ncols", ncols, 1), len(names)))
     plt = _pyplot()
-    ncols = max(1, min(ncols, len(names)))
     nrows = -(-len(names) // ncols)
     figsize = figsize or (3.2 * ncols, 2.4 * nrows)
     figure, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, sharex=True)
@@ -150,16 +157,7 @@ def plot_gradient_statistics(statistics, stats=None, layers=None, figsize=None):
     Reference: X. Glorot and Y. Bengio, "Understanding the difficulty of training deep
     feedforward neural networks", AISTATS 2010.
     """
-    if isinstance(statistics, dict):
-        epochs, history = statistics["epochs"], statistics["history"]
-    else:
-        epochs, history = statistics.epochs, statistics.history
-    if not history:
-        raise ValueError("`statistics` holds no recorded statistics; train with the callback.")
-    names = list(history) if layers is None else list(layers)
-    unknown = [name for name in names if name not in history]
-    if unknown:
-        raise ValueError(f"Unknown layers {unknown}; recorded layers are {list(history)}.")
+    epochs, history, names = _recorded(statistics, layers)
     recorded = {stat for name in names for stat in history[name]}
     if stats is None:
         stats = [s for s in ("output_grad_std", "grad_norm", "saturation") if s in recorded]

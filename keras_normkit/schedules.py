@@ -7,6 +7,13 @@ compiled with any of them saves to `.keras` and reloads without `custom_objects`
 
 `Join` composes schedules sequentially (warm-up, then decay, then restarts...), the way optax's
 `join_schedules` does; it accepts Keras's own schedules too.
+
+Every schedule treats a step below 0 as step 0 (one `maximum` in the graph), where Keras's own
+schedules extrapolate (a linear warm-up would return a negative rate). Clamping rather than
+raising: inside the compiled train step the step is the optimizer's counter, a tensor, which a
+Python check cannot see and an in-graph assertion would cost a host round trip (and not run
+under XLA); a concrete negative number gets the same answer as a traced one; and composed
+schedules evaluate every branch of an `ops.where`, including branches at negative offsets.
 """
 
 import math
@@ -15,7 +22,7 @@ import numbers
 import keras
 from keras import ops
 
-from keras_normkit._validation import check_choice, check_number
+from keras_normkit._validation import check_bool, check_number, check_string_choice
 
 __all__ = ["CyclicalLearningRate", "Join", "NaturalExpDecay", "OneCycle", "Scaled", "Warmup"]
 
@@ -54,11 +61,10 @@ def _evaluate(schedule_or_value, step):
 
 
 def _as_step(step):
-    """`step` as a float32 tensor, with steps below 0 treated as 0.
+    """`step` as a float32 tensor, with steps below 0 treated as 0 (see the module docstring).
 
-    Schedules run in-graph from the optimizer's counter, where a Python check is impossible,
-    so a negative step is clamped rather than rejected: no schedule ever extrapolates below
-    its value at step 0 (a linear warm-up would otherwise return a negative rate).
+    No schedule ever extrapolates below its value at step 0 (a linear warm-up would
+    otherwise return a negative rate).
     """
     return ops.maximum(ops.cast(ops.convert_to_tensor(step), "float32"), 0.0)
 
@@ -99,9 +105,7 @@ class NaturalExpDecay(LearningRateSchedule):
         self.decay_steps = check_number(
             "decay_steps", decay_steps, minimum=0, integer=True, strict_minimum=True
         )
-        if not isinstance(staircase, bool):
-            raise TypeError(f"`staircase` must be a bool. Received: staircase={staircase!r}")
-        self.staircase = staircase
+        self.staircase = check_bool("staircase", staircase)
 
     def __call__(self, step):
         p = _as_step(step) / float(self.decay_steps)
@@ -178,7 +182,7 @@ class CyclicalLearningRate(LearningRateSchedule):
         self.step_size = check_number(
             "step_size", step_size, minimum=0, integer=True, strict_minimum=True
         )
-        self.mode = check_choice("mode", mode, self.MODES)
+        self.mode = check_string_choice("mode", mode, self.MODES)
         self.gamma = check_number("gamma", gamma, minimum=0.0, maximum=1.0, strict_minimum=True)
 
     def __call__(self, step):
@@ -258,7 +262,7 @@ class OneCycle(LearningRateSchedule):
         )
         self.initial_divisor = check_number("initial_divisor", initial_divisor, minimum=1.0)
         self.final_divisor = check_number("final_divisor", final_divisor, minimum=1.0)
-        self.annealing = check_choice("annealing", annealing, self.ANNEALINGS)
+        self.annealing = check_string_choice("annealing", annealing, self.ANNEALINGS)
 
     def _anneal(self, start, end, fraction):
         # Both forms are exact at fraction 0 and 1 in float32: (1 + cos(pi f)) / 2 is written
@@ -339,7 +343,7 @@ class Warmup(LearningRateSchedule):
         self.initial_learning_rate = check_number(
             "initial_learning_rate", initial_learning_rate, minimum=0.0
         )
-        self.shape = check_choice("shape", shape, self.SHAPES)
+        self.shape = check_string_choice("shape", shape, self.SHAPES)
         if self.shape == "exponential" and self.initial_learning_rate <= 0.0:
             raise ValueError(
                 "`shape='exponential'` needs `initial_learning_rate > 0`. "

@@ -22,8 +22,11 @@ def test_plot_schedules_draws_the_schedule_values():
         np.testing.assert_allclose(line.get_ydata(), np.asarray(schedule(steps)), rtol=1e-6)
     assert figure.axes[0].get_yscale() == "log"
     plt.close(figure)
-    with pytest.raises(ValueError, match="total_steps"):
+    with pytest.raises(ValueError, match=r"`total_steps` must be an integer >= 1\. Received"):
         plot_schedules(schedules, total_steps=0)
+    with pytest.raises(TypeError, match=r"total_steps=50\.0 of type float"):
+        plot_schedules(schedules, total_steps=50.0)
+    plt.close(plot_schedules(schedules, total_steps=np.int64(5)))  # NumPy integers are ints
 
 
 def test_plot_activation_statistics_draws_each_layer():
@@ -51,6 +54,10 @@ def test_plot_activation_statistics_draws_each_layer():
         plot_activation_statistics(stats, layers=["x"])
     with pytest.raises(ValueError, match="no recorded"):
         plot_activation_statistics({"epochs": [], "history": {}})
+    with pytest.raises(ValueError, match=r"`ncols` must be an integer >= 1\. Received: ncols=0"):
+        plot_activation_statistics(stats, ncols=0)
+    with pytest.raises(TypeError, match="ncols"):
+        plot_activation_statistics(stats, ncols=1.5)
 
 
 def test_plot_gradient_statistics_draws_depth_and_epoch_profiles():

@@ -18,6 +18,7 @@ from keras_normkit.schedules import (
     Scaled,
     Warmup,
 )
+from tests.conftest import requires_xla
 
 STEPS = np.arange(10_000)
 
@@ -327,7 +328,14 @@ BAD_INPUTS = [
         dict(initial_learning_rate=0.01, maximal_learning_rate=0.1, step_size=10, gamma=1.5),
         ValueError,
     ),
+    (NaturalExpDecay, dict(initial_learning_rate=0.1, decay_rate=0.5, staircase=1), TypeError),
+    (
+        CyclicalLearningRate,
+        dict(initial_learning_rate=0.01, maximal_learning_rate=0.1, step_size=10, mode=2),
+        TypeError,
+    ),
     (OneCycle, dict(maximal_learning_rate=0.1, total_steps=-5), ValueError),
+    (OneCycle, dict(maximal_learning_rate=0.1, total_steps=100, annealing=None), TypeError),
     (OneCycle, dict(maximal_learning_rate=0.1, total_steps=100, warmup_fraction=1.0), ValueError),
     (OneCycle, dict(maximal_learning_rate=0.1, total_steps=100, annealing="step"), ValueError),
     (OneCycle, dict(maximal_learning_rate=0.1, total_steps=100, initial_divisor=0.5), ValueError),
@@ -423,6 +431,25 @@ def test_negative_steps_are_treated_as_zero(name):
     counter = keras.Variable(-7, dtype="int64", trainable=False)
     assert float(schedule(counter)) == pytest.approx(at_zero, rel=1e-6, abs=0.0)
     assert "Steps below 0 are treated as 0." in type(schedule).__doc__
+
+
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=requires_xla)])
+def test_negative_optimizer_step_is_clamped_inside_the_compiled_train_step(jit_compile):
+    """The clamp is in-graph: the optimizer's counter at -5 applies each rate at step 0.
+
+    One SGD step on `loss = (w - 1)^2` from `w = 0` moves `w` by exactly `2 * lr`, so the
+    kernel after the step is the learning rate the compiled step used (times 2).
+    """
+    x, y = np.ones((1, 1), "float32"), np.ones((1, 1), "float32")
+    for name, schedule in NEGATIVE_STEP_SCHEDULES.items():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+        model.layers[0].set_weights([np.zeros((1, 1), "float32")])
+        model.compile(keras.optimizers.SGD(schedule), "mse", jit_compile=jit_compile)
+        model.optimizer.build(model.trainable_variables)
+        model.optimizer.iterations.assign(-5)
+        model.train_on_batch(x, y)
+        used = float(model.layers[0].get_weights()[0][0, 0]) / 2
+        assert used == pytest.approx(float(schedule(0)), rel=1e-5, abs=0.0), name
 
 
 def test_warmup_at_a_negative_step_is_its_initial_rate_not_negative():

@@ -11,6 +11,7 @@ from keras_normkit._validation import (
     check_int,
     check_number,
     check_seed,
+    check_string_choice,
 )
 
 
@@ -60,6 +61,16 @@ def test_bool_choice_seed():
         ValueError, match=r"`mode` must be one of 'min', 'max'\. Received: mode='up'"
     ):
         check_choice("mode", "up", ("min", "max"))
+    assert check_string_choice("mode", "max", ("min", "max")) == "max"
+    with pytest.raises(
+        ValueError, match=r"^`mode` must be one of 'min', 'max'\. Received: mode='up'$"
+    ):
+        check_string_choice("mode", "up", ("min", "max"))
+    for bad in (1, None, b"min", ["min"]):  # not a string: a wrong type, not a wrong value
+        with pytest.raises(
+            TypeError, match=r"^`mode` must be one of 'min', 'max'\. Received: mode=.* of type "
+        ):
+            check_string_choice("mode", bad, ("min", "max"))
     assert check_seed(None) is None and check_seed(np.int32(3)) == 3
     for bad in (1.5, True, "0"):
         with pytest.raises(TypeError, match="`seed` must be an integer or None"):

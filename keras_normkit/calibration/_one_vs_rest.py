@@ -52,6 +52,19 @@ def checked_columns(probabilities, num_columns):
     return columns
 
 
+def predict_columns(probabilities, num_columns, map_column):
+    """A fitted one-vs-rest map applied: `map_column(j, p_j)` per column, renormalized.
+
+    `probabilities` are validated for a map fitted on `num_columns` columns; the result has
+    their shape (`(n,)` stays `(n,)`).
+    """
+    columns = checked_columns(probabilities, num_columns)
+    q = np.empty_like(columns)
+    for j in range(num_columns):
+        q[:, j] = map_column(j, columns[:, j])
+    return as_input_shape(renormalize(q), probabilities)
+
+
 def targets(labels, column, num_columns):
     """The 0/1 target of one-vs-rest column `column`: [y == 1] when binary, else [y == j]."""
     return (labels == (1 if num_columns == 1 else column)).astype(np.float64)
@@ -101,15 +114,6 @@ def log_odds(logits):
     rest = np.where(is_max, 0.0, e).sum(axis=1, keepdims=True)
     others = np.where(is_max, rest, 1.0 + rest - e)
     return d - np.log(np.maximum(others, np.finfo(np.float64).tiny))
-
-
-def softmax_columns(logits):
-    """Float64 columns to calibrate from logits: sigmoid(z) for one logit, else softmax(z)."""
-    z = np.asarray(logits, dtype=np.float64)
-    if z.shape[1] == 1:
-        return np.exp(-np.logaddexp(0.0, -z))
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 # --------------------------------------------------------------------------------------

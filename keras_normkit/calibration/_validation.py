@@ -1,9 +1,9 @@
 """Input checks shared by the calibration functions (NumPy in, clear `ValueError` out).
 
 Every public calibration function checks its arrays here, once, at the boundary. A check
-never repairs its input: NaN/Inf values, labels out of range or of the wrong shape, fewer
-than two classes and empty arrays are all rejected with a message that says what was
-received and what is expected.
+never repairs its input: NaN/Inf values, labels out of range or of the wrong shape, held-out
+labels that are all one class, and empty arrays are all rejected with a message that says
+what was received and what is expected.
 """
 
 import mmap
@@ -146,6 +146,30 @@ def check_labels(labels, num_examples, num_classes, name="labels"):
             f"values in [{labels.min()}, {labels.max()}]."
         )
     return labels
+
+
+def check_two_classes(labels, method, consequence):
+    """`labels` (validated integer labels), or a `ValueError` if they are all one class.
+
+    Calibration estimates how the probability of each class depends on the classifier's
+    output. Held-out labels that are all one class do not depend on it at all, so no
+    method can estimate that: `consequence` says what `method` would return instead.
+    Read in chunks (a memmap is never loaded whole); stops at the first chunk holding two
+    classes.
+    """
+    first = None
+    for rows in chunk_slices(len(labels), 1):
+        chunk = np.asarray(read_rows(labels, rows))
+        low, high = chunk.min(), chunk.max()
+        first = low if first is None else first
+        if low != first or high != first:
+            return labels
+    raise ValueError(
+        f"{method} needs held-out examples of at least two classes. Received {len(labels)} "
+        f"labels, all of class {int(first)}: with a single class the labels do not depend on "
+        f"the classifier's output, so they cannot show how to correct it; {consequence}. "
+        "Calibrate on held-out data that contains every class (e.g. a stratified split)."
+    )
 
 
 def check_probabilities(probabilities, name="probabilities", atol=1e-3):

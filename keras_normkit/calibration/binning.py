@@ -26,11 +26,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_normkit._validation import check_choice, check_int
+from keras_normkit._validation import check_int, check_string_choice
 from keras_normkit.calibration import _one_vs_rest, _validation
 from keras_normkit.calibration.wrappers import (
     _CALL_ARGS,
     _COMMON_ARGS,
+    _ONE_LOGIT_EXAMPLE,
     _OneVsRestCalibrator,
 )
 
@@ -40,12 +41,7 @@ STRATEGIES = ("uniform", "quantile")
 
 
 def _check_strategy(strategy):
-    if not isinstance(strategy, str):
-        raise TypeError(
-            f"`strategy` must be one of 'uniform', 'quantile'. Received: strategy={strategy!r} "
-            f"of type {type(strategy).__name__}"
-        )
-    return check_choice("strategy", strategy, STRATEGIES)
+    return check_string_choice("strategy", strategy, STRATEGIES)
 
 
 def _check_min_samples(min_samples_per_bin):
@@ -79,12 +75,11 @@ class HistogramBinningMap:
 
     def predict(self, probabilities):
         """Calibrated probabilities, shaped like `probabilities`."""
-        columns = _one_vs_rest.checked_columns(probabilities, self.num_columns)
-        q = np.empty_like(columns)
-        for j in range(self.num_columns):
-            index = np.searchsorted(self.edges[j], columns[:, j], side="left")
-            q[:, j] = self.values[j][index]
-        return _one_vs_rest.as_input_shape(_one_vs_rest.renormalize(q), probabilities)
+        return _one_vs_rest.predict_columns(
+            probabilities,
+            self.num_columns,
+            lambda j, p: self.values[j][np.searchsorted(self.edges[j], p, side="left")],
+        )
 
     def __repr__(self):
         bins = [len(v) for v in self.values]
@@ -153,6 +148,11 @@ def fit_histogram_binning(
     Returns:
         A `HistogramBinningMap` (`edges`, `values`, `counts` per column; `predict(p)`).
 
+    Raises:
+        ValueError: for bad input; when the labels are all one class (every bin would get
+            the value 0 or 1, ignoring the classifier); or when a bin holds fewer than
+            `min_samples_per_bin` examples.
+
     Example:
 
     >>> import numpy as np
@@ -175,6 +175,12 @@ def fit_histogram_binning(
 
 
 def _fit_columns(columns, labels, num_bins, strategy, min_samples_per_bin):
+    _validation.check_two_classes(
+        labels,
+        "Histogram binning",
+        "every bin would get the value 0 or 1, a constant map that ignores the classifier "
+        "and gives the other classes probability 0",
+    )
     num_columns = columns.shape[1]
     fitted = [
         _fit_column(
@@ -229,10 +235,7 @@ class HistogramBinning(_OneVsRestCalibrator):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import HistogramBinning
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(2000, 1)).astype("float32")
-    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
-    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
+{_ONE_LOGIT_EXAMPLE}
     >>> calibrated = HistogramBinning(model, num_bins=10).calibrate(x, y, verbose=0)
     >>> p = keras.ops.convert_to_numpy(calibrated(x[:3]))
     >>> p.shape, bool(np.all((0 <= p) & (p <= 1)))

@@ -18,6 +18,8 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_normkit._validation import check_choice, check_int
+from keras_normkit.backend.optional import is_tf_dataset
 from keras_normkit.calibration import _validation
 
 __all__ = ["CollectedLogits", "collect_logits"]
@@ -118,10 +120,6 @@ class _Store:
                     os.remove(path)
 
 
-def _is_tf_dataset(x):
-    return type(x).__module__.startswith("tensorflow") and hasattr(x, "as_numpy_iterator")
-
-
 def _dataset_batches(dataset):
     """(x, y) NumPy batches of a batched `tf.data.Dataset` (TensorFlow only)."""
     import tensorflow as tf
@@ -208,26 +206,17 @@ def collect_logits(
     (6, 2) [0, 1, 0, 1, 0, 1] False
     [20.0, 22.0]
     """
-    if isinstance(max_memory_bytes, bool) or not (
-        isinstance(max_memory_bytes, (int, np.integer)) and max_memory_bytes > 0
-    ):
-        raise ValueError(
-            f"`max_memory_bytes` must be a positive integer. Received: {max_memory_bytes!r}"
-        )
-    if batch_size is None:
-        batch_size = 256
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise ValueError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")
-    if batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive integer. Received: {batch_size!r}")
-    if _is_tf_dataset(x):
+    max_memory_bytes = check_int("max_memory_bytes", max_memory_bytes, 1)
+    batch_size = 256 if batch_size is None else check_int("batch_size", batch_size, 1)
+    check_choice("verbose", verbose, ("auto", 0, 1, 2))
+    if is_tf_dataset(x):
         if y is not None:
             raise ValueError("`y` must be None when `x` is a tf.data.Dataset of (x, y) pairs.")
         batches, num_batches = _dataset_batches(x)
     else:
-        batches, num_batches = _array_batches(x, y, int(batch_size))
+        batches, num_batches = _array_batches(x, y, batch_size)
     progbar = keras.utils.Progbar(num_batches, verbose=1 if verbose == "auto" else int(verbose))
-    store = _Store(int(max_memory_bytes), spill_dir)
+    store = _Store(max_memory_bytes, spill_dir)
     try:
         for step, (x_batch, y_batch) in enumerate(batches):
             logits = np.asarray(predict_batch(x_batch), dtype=np.float32)

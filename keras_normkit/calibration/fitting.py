@@ -152,10 +152,11 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
         The temperature T as a Python float (T > 1 softens over-confident predictions).
 
     Raises:
-        ValueError: for bad input (see the module docstring), or when the optimal T is not
-            finite and positive: every example is already classified correctly (the NLL
-            keeps falling as T -> 0), or the logits predict the labels no better than a
-            uniform guess (the NLL keeps falling as T -> infinity).
+        ValueError: for bad input (see the module docstring); when the labels are all one
+            class (they then carry no information on the classifier's calibration); or when
+            the optimal T is not finite and positive: every example is already classified
+            correctly (the NLL keeps falling as T -> 0), or the logits predict the labels no
+            better than a uniform guess (the NLL keeps falling as T -> infinity).
 
     Example:
 
@@ -171,6 +172,12 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
     logits, labels, _ = prepare(logits, labels)
+    _validation.check_two_classes(
+        labels,
+        "Temperature scaling",
+        "the temperature it would return is arbitrary, set only by how many of these "
+        "examples happen to be misclassified",
+    )
     _warn_if_probabilities(logits)
     objective = _TemperatureObjective(logits, labels)
     if objective.slope_at_zero >= 0:
@@ -344,6 +351,12 @@ def lbfgs(function, x, max_iter, gtol, project=lambda v: v, memory=10):
 
 def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
     logits, labels, _ = prepare(logits, labels)
+    _validation.check_two_classes(
+        labels,
+        f"{kind.capitalize()} scaling",
+        "the NLL keeps falling as that class's bias grows, so the fit has no finite optimum "
+        "(with l2 > 0 the penalty alone would decide where it stops)",
+    )
     _warn_if_probabilities(logits)
     num = logits.shape[1]
     try:
@@ -393,6 +406,10 @@ def fit_vector_scaling(logits, labels, l2=1e-2, max_iter=1000, gtol=1e-7):
     Returns:
         `(w, b)`: two float64 arrays of shape `(k,)` (`(1,)` for a binary logit).
 
+    Raises:
+        ValueError: for bad input (see `fit_temperature`), or when the labels are all one
+            class (the NLL then keeps falling as that class's bias grows: no finite optimum).
+
     Example:
 
     >>> import numpy as np
@@ -425,6 +442,10 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
 
     Returns:
         `(A, b)`: float64 arrays of shape `(k, k)` and `(k,)` (calibrated logits `z @ A + b`).
+
+    Raises:
+        ValueError: for bad input (see `fit_temperature`), or when the labels are all one
+            class (the NLL then keeps falling as that class's bias grows: no finite optimum).
 
     Example:
 

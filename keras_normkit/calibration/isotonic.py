@@ -18,8 +18,8 @@ adjacent blocks at once (a valid sequence of adjacent-violator pools, ties inclu
 scikit-learn: the pooled mean of a non-increasing run is still >= the next value); when a
 pass removes less than a tenth of the blocks, the remaining blocks are finished by the
 classic single-pass stack algorithm. The work is O(n log n) for the sort plus O(blocks)
-per pass, and the blocks shrink geometrically on calibration data (10^6 labels: 16 passes,
-25 ms).
+per pass, and the blocks shrink geometrically on calibration data (10^6 labels: 16 passes;
+timings in benchmarks/README.md).
 
 References: Zadrozny & Elkan, "Transforming classifier scores into accurate multiclass
 probability estimates", KDD 2002; Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern
@@ -31,10 +31,11 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_int
-from keras_normkit.calibration import _one_vs_rest
+from keras_normkit.calibration import _one_vs_rest, _validation
 from keras_normkit.calibration.wrappers import (
     _CALL_ARGS,
     _COMMON_ARGS,
+    _ONE_LOGIT_EXAMPLE,
     _OneVsRestCalibrator,
 )
 
@@ -73,11 +74,11 @@ class IsotonicCalibrationMap:
 
     def predict(self, probabilities):
         """Calibrated probabilities, shaped like `probabilities`."""
-        columns = _one_vs_rest.checked_columns(probabilities, self.num_columns)
-        q = np.empty_like(columns)
-        for j in range(self.num_columns):
-            q[:, j] = np.interp(columns[:, j], self.x_thresholds[j], self.y_thresholds[j])
-        return _one_vs_rest.as_input_shape(_one_vs_rest.renormalize(q), probabilities)
+        return _one_vs_rest.predict_columns(
+            probabilities,
+            self.num_columns,
+            lambda j, p: np.interp(p, self.x_thresholds[j], self.y_thresholds[j]),
+        )
 
     def __repr__(self):
         sizes = [len(x) for x in self.x_thresholds]
@@ -189,6 +190,10 @@ def fit_isotonic_calibration(probabilities, labels):
         An `IsotonicCalibrationMap` (`x_thresholds`, `y_thresholds` per column;
         `predict(p)`).
 
+    Raises:
+        ValueError: for bad input, or when the labels are all one class (the fit would be
+            the constant 0 or 1, ignoring the classifier).
+
     Example:
 
     >>> import numpy as np
@@ -208,6 +213,12 @@ def fit_isotonic_calibration(probabilities, labels):
 
 
 def _fit_columns(columns, labels):
+    _validation.check_two_classes(
+        labels,
+        "Isotonic calibration",
+        "the fit would be the constant 0 or 1, a map that ignores the classifier and gives "
+        "the other classes probability 0",
+    )
     num_columns = columns.shape[1]
     fitted = [
         isotonic_thresholds(columns[:, j], _one_vs_rest.targets(labels, j, num_columns))
@@ -249,10 +260,7 @@ class IsotonicCalibration(_OneVsRestCalibrator):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import IsotonicCalibration
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(2000, 1)).astype("float32")
-    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
-    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
+{_ONE_LOGIT_EXAMPLE}
     >>> calibrated = IsotonicCalibration(model).calibrate(x, y, verbose=0)
     >>> p = keras.ops.convert_to_numpy(calibrated(np.array([[-1.0], [0.0], [1.0]])))
     >>> bool(np.all(np.diff(p[:, 0]) >= 0))  # non-decreasing

@@ -33,6 +33,7 @@ from keras_normkit.calibration import _one_vs_rest, _validation, fitting
 from keras_normkit.calibration.wrappers import (
     _CALL_ARGS,
     _COMMON_ARGS,
+    _ONE_LOGIT_EXAMPLE,
     _OneVsRestCalibrator,
 )
 
@@ -107,6 +108,9 @@ def _check_finite_optimum(scores, positive, column, num_columns):
 
 
 def _fit_scores(scores, labels, smooth_targets, max_iter, gtol):
+    _validation.check_two_classes(
+        labels, "Platt scaling", "it would fit a constant (slope 0) that ignores the classifier"
+    )
     num_columns = scores.shape[1]
     scale, bias = np.ones(num_columns), np.zeros(num_columns)
     for j in range(num_columns):
@@ -155,6 +159,11 @@ def fit_platt_scaling(logits, labels, smooth_targets=True, max_iter=1000, gtol=1
 
     Returns:
         A `PlattScalingMap` (`scale`, `bias` of shape `(c,)`; `predict(logits)`).
+
+    Raises:
+        ValueError: for bad input; when the labels are all one class (the fit would be a
+            constant, slope 0, that ignores the classifier); with `smooth_targets=False`,
+            when a class is absent or separated by its score (no finite optimum).
 
     Example:
 
@@ -205,10 +214,7 @@ class PlattScaling(_OneVsRestCalibrator):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import PlattScaling
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(2000, 1)).astype("float32")
-    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
-    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
+{_ONE_LOGIT_EXAMPLE}
     >>> calibrated = PlattScaling(model).calibrate(x, y, verbose=0)
     >>> a = float(calibrated.calibration_map_.scale[0])
     >>> 0.8 < 4 * a < 1.2  # a close to 1/4 undoes the model's factor 4

@@ -34,6 +34,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_normkit._validation import check_string_choice
 from keras_normkit.backend import keras_compat
 from keras_normkit.calibration import _one_vs_rest, _validation, collect, fitting
 
@@ -123,17 +124,12 @@ class _CalibratedClassifier(keras.Model):
     def __init__(self, model, output="probabilities", model_output="auto", **kwargs):
         super().__init__(**kwargs)
         if not isinstance(model, keras.Model):
-            raise ValueError(
+            raise TypeError(
                 f"`model` must be a trained keras.Model. Received: model={model!r} "
-                f"(type {type(model).__name__})"
+                f"of type {type(model).__name__}"
             )
-        if output not in _OUTPUTS:
-            raise ValueError(f"`output` must be one of {_OUTPUTS}. Received: output={output!r}")
-        if model_output not in _MODEL_OUTPUTS:
-            raise ValueError(
-                f"`model_output` must be one of {_MODEL_OUTPUTS}. "
-                f"Received: model_output={model_output!r}"
-            )
+        check_string_choice("output", output, _OUTPUTS)
+        check_string_choice("model_output", model_output, _MODEL_OUTPUTS)
         self.classifier = model
         self.output_type = output
         self._is_calibrated = False
@@ -449,6 +445,23 @@ _CALL_ARGS = """    Call arguments:
         inputs: Inputs of the wrapped model.
         training: Passed to the wrapped model (calibration is an inference-time map)."""
 
+# The classifier of the scaling wrappers' examples: two classes, labels y = [x0 + noise > 0]
+# and logits (-5 x0, 5 x0), too sharp for labels with noise (over-confident).
+_OVERCONFIDENT_EXAMPLE = """    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(512, 8)).astype("float32")
+    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
+    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
+    >>> kernel = np.zeros((8, 2), "float32")
+    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
+    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])"""
+
+# The classifier of the one-vs-rest wrappers' examples: one logit 4 x for labels drawn with
+# P(y = 1 | x) = sigmoid(x), so its probabilities are too sharp by a factor 4 in log-odds.
+_ONE_LOGIT_EXAMPLE = """    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 1)).astype("float32")
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])"""
+
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class TemperatureScaling(_CalibratedClassifier):
@@ -471,13 +484,7 @@ class TemperatureScaling(_CalibratedClassifier):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import TemperatureScaling
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(512, 8)).astype("float32")
-    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
-    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
-    >>> kernel = np.zeros((8, 2), "float32")
-    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
-    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+{_OVERCONFIDENT_EXAMPLE}
     >>> calibrated = TemperatureScaling(model).calibrate(x, y, verbose=0)
     >>> calibrated.temperature_ > 1  # the classifier was over-confident
     True
@@ -514,8 +521,46 @@ class TemperatureScaling(_CalibratedClassifier):
         self.temperature.assign(fitting.fit_temperature(logits, labels))
 
 
+class _AffineScaling(_CalibratedClassifier):
+    """Shared machinery of vector and matrix scaling: softmax(affine map of z), an l2 penalty.
+
+    A subclass passes its default `l2` to `__init__`, creates the weight that multiplies the
+    logits in `_create_multiplier` (before `bias`: the order of the variables in saved
+    files), returns it from `_multiplier`, and sets `_fit_function` and `_apply`.
+    """
+
+    def __init__(self, model, output, model_output, l2, **kwargs):
+        l2 = fitting.check_l2(l2)
+        super().__init__(model, output=output, model_output=model_output, **kwargs)
+        self.l2 = l2
+
+    def _create_multiplier(self, num_classes):
+        raise NotImplementedError
+
+    @property
+    def _multiplier(self):
+        raise NotImplementedError
+
+    def _create_calibration_weights(self, num_classes):
+        self._create_multiplier(num_classes)
+        self.bias = self.add_weight(
+            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
+        )
+
+    def _calibration_weights_created(self):
+        return getattr(self, "bias", None) is not None
+
+    def _fit(self, logits, labels):
+        multiplier, bias = self._fit_function(logits, labels, l2=self.l2)
+        self._multiplier.assign(multiplier.astype("float32"))
+        self.bias.assign(bias.astype("float32"))
+
+    def get_config(self):
+        return {**super().get_config(), "l2": self.l2}
+
+
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class VectorScaling(_CalibratedClassifier):
+class VectorScaling(_AffineScaling):
     __doc__ = f"""Vector scaling of a trained classifier: p = softmax(w * z + b).
 
     A per-class scale w and bias b (2k parameters, non-trainable weights `scale` and
@@ -537,13 +582,7 @@ class VectorScaling(_CalibratedClassifier):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import VectorScaling
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(512, 8)).astype("float32")
-    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
-    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
-    >>> kernel = np.zeros((8, 2), "float32")
-    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
-    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+{_OVERCONFIDENT_EXAMPLE}
     >>> calibrated = VectorScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
     >>> tuple(calibrated(x[:2]).shape)
     (2, 2)
@@ -552,36 +591,26 @@ class VectorScaling(_CalibratedClassifier):
     arXiv:1706.04599, Section 4.2.
     """
 
-    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
-        l2 = fitting.check_l2(l2)
-        super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self.l2 = l2
+    _fit_function = staticmethod(fitting.fit_vector_scaling)
 
-    def _create_calibration_weights(self, num_classes):
+    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
+        super().__init__(model, output, model_output, l2, **kwargs)
+
+    def _create_multiplier(self, num_classes):
         self.scale = self.add_weight(
             shape=(num_classes,), initializer="ones", trainable=False, name="scale"
         )
-        self.bias = self.add_weight(
-            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
-        )
 
-    def _calibration_weights_created(self):
-        return getattr(self, "scale", None) is not None
+    @property
+    def _multiplier(self):
+        return self.scale
 
     def _apply(self, logits):
         return logits * ops.cast(self.scale, logits.dtype) + ops.cast(self.bias, logits.dtype)
 
-    def _fit(self, logits, labels):
-        scale, bias = fitting.fit_vector_scaling(logits, labels, l2=self.l2)
-        self.scale.assign(scale.astype("float32"))
-        self.bias.assign(bias.astype("float32"))
-
-    def get_config(self):
-        return {**super().get_config(), "l2": self.l2}
-
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class MatrixScaling(_CalibratedClassifier):
+class MatrixScaling(_AffineScaling):
     __doc__ = f"""Matrix scaling of a trained classifier: p = softmax(z @ A + b).
 
     A full k x k matrix A and bias b (non-trainable weights `kernel` and `bias`), fitted
@@ -602,13 +631,7 @@ class MatrixScaling(_CalibratedClassifier):
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import MatrixScaling
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(512, 8)).astype("float32")
-    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
-    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
-    >>> kernel = np.zeros((8, 2), "float32")
-    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
-    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])
+{_OVERCONFIDENT_EXAMPLE}
     >>> calibrated = MatrixScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
     >>> tuple(calibrated(x[:2]).shape)
     (2, 2)
@@ -617,34 +640,24 @@ class MatrixScaling(_CalibratedClassifier):
     arXiv:1706.04599, Section 4.2; Kull et al., NeurIPS 2019, arXiv:1910.12656 (ODIR).
     """
 
-    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
-        l2 = fitting.check_l2(l2)
-        super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self.l2 = l2
+    _fit_function = staticmethod(fitting.fit_matrix_scaling)
 
-    def _create_calibration_weights(self, num_classes):
+    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
+        super().__init__(model, output, model_output, l2, **kwargs)
+
+    def _create_multiplier(self, num_classes):
         self.kernel = self.add_weight(
             shape=(num_classes, num_classes),
             initializer="identity",
             trainable=False,
             name="kernel",
         )
-        self.bias = self.add_weight(
-            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
-        )
 
-    def _calibration_weights_created(self):
-        return getattr(self, "kernel", None) is not None
+    @property
+    def _multiplier(self):
+        return self.kernel
 
     def _apply(self, logits):
         return ops.matmul(logits, ops.cast(self.kernel, logits.dtype)) + ops.cast(
             self.bias, logits.dtype
         )
-
-    def _fit(self, logits, labels):
-        kernel, bias = fitting.fit_matrix_scaling(logits, labels, l2=self.l2)
-        self.kernel.assign(kernel.astype("float32"))
-        self.bias.assign(bias.astype("float32"))
-
-    def get_config(self):
-        return {**super().get_config(), "l2": self.l2}

@@ -8,12 +8,12 @@ Section 3.1) prescribe the population statistics of the trained network for infe
 Reference: Ioffe & Szegedy, "Batch Normalization", ICML 2015, arXiv:1502.03167.
 """
 
-import numbers
-
 import keras
 import numpy as np
 
+from keras_normkit._validation import check_choice, check_int
 from keras_normkit.backend.keras_compat import graph_nodes, nested_layers
+from keras_normkit.backend.optional import is_tf_dataset
 from keras_normkit.utils.batch_norm_folding import _is_graph_model
 
 __all__ = ["recompute_batch_norm_statistics"]
@@ -133,7 +133,7 @@ class _Source:
             )
             count = len(starts)
             self.target = count if steps is None else min(steps, count)
-        elif _is_tf_dataset(data):
+        elif is_tf_dataset(data):
             self._make = lambda: (_unpack_x(e) for e in data)
             cardinality = int(data.cardinality())
             if cardinality >= 0:
@@ -165,11 +165,6 @@ class _Source:
             yield x
 
 
-def _is_tf_dataset(data):
-    module = type(data).__module__
-    return module.startswith("tensorflow") and hasattr(data, "cardinality")
-
-
 def _hook(bn, moments):
     original = bn.call
 
@@ -190,19 +185,6 @@ def _hook(bn, moments):
         return original(inputs, training=training, mask=mask, **kwargs)
 
     bn.call = call
-
-
-def _check_steps(steps):
-    if steps is None:
-        return None
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral):
-        raise TypeError(
-            f"`steps` must be an integer >= 1 or None. Received: steps={steps!r} "
-            f"of type {type(steps).__name__}"
-        )
-    if steps < 1:
-        raise ValueError(f"`steps` must be an integer >= 1 or None. Received: steps={steps!r}")
-    return int(steps)
 
 
 def recompute_batch_norm_statistics(model, data, steps=None, batch_size=32, verbose=1):
@@ -285,16 +267,9 @@ def recompute_batch_norm_statistics(model, data, steps=None, batch_size=32, verb
             "`model` must be a built Sequential or Functional keras.Model. "
             f"Received: model of type {type(model).__name__}"
         )
-    steps = _check_steps(steps)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
-        raise TypeError(
-            f"`batch_size` must be an integer >= 1. Received: batch_size={batch_size!r} "
-            f"of type {type(batch_size).__name__}"
-        )
-    if batch_size < 1:
-        raise ValueError(f"`batch_size` must be an integer >= 1. Received: batch_size={batch_size}")
-    if verbose not in (0, 1, 2, True, False):
-        raise ValueError(f"`verbose` must be 0, 1 or 2. Received: verbose={verbose!r}")
+    steps = None if steps is None else check_int("steps", steps, 1)
+    batch_size = check_int("batch_size", batch_size, 1)
+    check_choice("verbose", verbose, (0, 1, 2))
     levels = {}
     _walk(model, 0, levels)
     if not levels:
@@ -305,7 +280,7 @@ def recompute_batch_norm_statistics(model, data, steps=None, batch_size=32, verb
     by_level = {}
     for bn, level in levels.values():
         by_level.setdefault(level, []).append(bn)
-    source = _Source(data, int(batch_size), steps)
+    source = _Source(data, batch_size, steps)
     if len(by_level) > 1 and not source.reusable:
         raise ValueError(
             f"The BatchNormalization layers of `model` form {len(by_level)} levels in series, "

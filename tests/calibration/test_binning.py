@@ -152,6 +152,11 @@ def test_bad_arguments():
         fit_histogram_binning(np.full((4, 3), 0.5), [0, 1, 2, 0])
     with pytest.raises(ValueError, match=r"\[0, 2\]"):
         fit_histogram_binning(np.full((4, 3), 1 / 3), [0, 1, 3, 0])
+    for labels in (np.zeros(100, int), np.ones(100, int)):  # one class: nothing to estimate
+        with pytest.raises(ValueError, match="Histogram binning needs .* two classes.*0 or 1"):
+            fit_histogram_binning(p, labels, num_bins=2)
+    with pytest.raises(ValueError, match="all of class 2"):
+        fit_histogram_binning(np.full((4, 3), 1 / 3), [2, 2, 2, 2], num_bins=1)
 
 
 @given(

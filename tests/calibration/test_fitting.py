@@ -114,6 +114,35 @@ def _no_finite_optimum_raises():
         fit_temperature(np.zeros((4, 3)), [0, 1, 2, 0])  # constant logits carry nothing
 
 
+def _one_class_labels_raise():
+    # The reported case: one-class labels gave an arbitrary temperature (not an error).
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(200, 3))
+    binary = rng.normal(size=200)
+    one_hot = np.tile([0.0, 1.0, 0.0], (200, 1))
+    cases = [(z, np.zeros(200, int), 0), (z, one_hot, 1), (binary, np.zeros(200, int), 0)]
+    cases.append((binary, np.ones((200, 1), int), 1))
+    for fn, method in (
+        (fit_temperature, "Temperature scaling"),
+        (fit_vector_scaling, "Vector scaling"),
+        (fit_matrix_scaling, "Matrix scaling"),
+    ):
+        for logits, labels, label in cases:
+            with pytest.raises(
+                ValueError,
+                match=rf"^{method} needs held-out examples of at least two classes\. Received "
+                rf"200 labels, all of class {label}: .*stratified split",
+            ):
+                fn(logits, labels)
+    with pytest.raises(ValueError, match="arbitrary"):
+        fit_temperature(z, np.zeros(200, int))
+    with pytest.raises(ValueError, match="no finite optimum"):
+        fit_vector_scaling(z, np.zeros(200, int), l2=0.0)
+    # Two classes present (the third absent) are still fitted.
+    z, y = calibrated_draw(0, 2000, 3)
+    assert fit_temperature(2 * z[y < 2], y[y < 2]) > 1
+
+
 def _probabilities_instead_of_logits_warn():
     z, y = calibrated_draw(0, 500, 4)
     with pytest.warns(UserWarning, match="look like probabilities"):
@@ -208,20 +237,21 @@ def _more_parameters_fit_the_calibration_set_better():
 
 
 def test_degenerate_and_bad_input():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _no_finite_optimum_raises()
+    _one_class_labels_raise()
     _probabilities_instead_of_logits_warn()
     _bad_input_raises()
 
 
 def test_sklearn_agreement():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _matches_sklearn_on_overconfident_logits()
     _matches_sklearn_under_confident_and_binary()
 
 
 def test_vector_and_matrix_against_logistic_regression():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _unregularized_matrix_scaling_is_multinomial_logistic_regression()
     _binary_vector_scaling_is_platt_scaling()
     _more_parameters_fit_the_calibration_set_better()

@@ -215,7 +215,7 @@ BAD_INPUTS = [
 
 
 def _bad_input_raises():
-    # One test item for all cases: the suite's per-test teardown (clear_session) dominates.
+    # Every bad input against every function.
     for probabilities, labels, match in BAD_INPUTS:
         for fn in (
             expected_calibration_error,
@@ -245,7 +245,7 @@ def _nll_from_logits_rejects_nan():
 
 
 def test_hand_computed_examples():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _hand_computed_ece_and_mce()
     _right_edge_belongs_to_lower_bin()
     _hand_computed_classwise_ece()
@@ -254,7 +254,7 @@ def test_hand_computed_examples():
 
 
 def test_binary_nll_and_bad_input():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _binary_probabilities_equal_two_column_form()
     _nll_binary_logit_is_sigmoid_cross_entropy()
     _nll_of_zero_probability_is_inf_not_clipped()

@@ -126,6 +126,9 @@ def test_bad_input():
         fit_isotonic_calibration(p, y[:-1].astype(int))
     with pytest.raises(ValueError, match="empty"):
         fit_isotonic_calibration(np.zeros(0), np.zeros(0, int))
+    for labels in (np.zeros(20, int), np.ones(20, int)):  # one class: nothing to estimate
+        with pytest.raises(ValueError, match="Isotonic calibration needs .* two classes"):
+            fit_isotonic_calibration(p, labels)
     fitted = fit_isotonic_calibration(p, y.astype(int))
     with pytest.raises(ValueError, match="fitted on 1 column"):
         fitted.predict(np.full((3, 3), 1 / 3))
@@ -133,7 +136,7 @@ def test_bad_input():
 
 @given(
     seed=st.integers(0, 10_000),
-    n=st.integers(1, 300),
+    n=st.integers(2, 300),
     k=st.integers(2, 5),
     decimals=st.sampled_from([None, 1, 2]),
 )
@@ -146,6 +149,7 @@ def test_isotonic_properties(seed, n, k, decimals):
         probabilities = np.abs(probabilities)
         probabilities /= probabilities.sum(1, keepdims=True)
     labels = rng.integers(0, k, size=n)
+    labels[0] = (labels[1] + 1) % k  # at least two classes (one class is rejected)
     fitted = fit_isotonic_calibration(probabilities, labels)
     for j, (x_t, y_t) in enumerate(zip(fitted.x_thresholds, fitted.y_thresholds, strict=True)):
         assert np.all(np.diff(x_t) > 0) and np.all(np.diff(y_t) >= -1e-12)

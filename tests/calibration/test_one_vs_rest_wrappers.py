@@ -167,7 +167,7 @@ def _zero_rows_are_uniform_in_the_graph():
 
 
 def test_wrapper_math(tmp_path):
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _served_outputs_equal_fit_functions()
     _binary_platt_logits_are_exact_and_probability_models_work()
     _isotonic_weights_are_sized_once(tmp_path)
@@ -297,7 +297,7 @@ def _bad_constructor_arguments():
     for cls, kwargs, error, match in cases:
         with pytest.raises(error, match=match):
             cls(model, **kwargs)
-    with pytest.raises(ValueError, match="keras.Model"):
+    with pytest.raises(TypeError, match="keras.Model"):
         IsotonicCalibration(keras.layers.Dense(3))
 
 
@@ -311,6 +311,7 @@ def _bad_calibration_data():
             ((x, np.full(300, 3)), r"\[0, 2\]"),
             ((x, y[:-1]), "same number of examples"),
             ((x[:0], y[:0]), "empty"),
+            ((x, np.ones(300, int)), "needs held-out examples of at least two classes"),
         ]:
             with pytest.raises(ValueError, match=match):
                 wrapper.calibrate(inputs, labels, verbose=0)
@@ -325,7 +326,7 @@ def _bad_calibration_data():
 
 
 def test_not_calibrated_and_bad_input(tmp_path):
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _uncalibrated_wrappers_refuse(tmp_path)
     _bad_constructor_arguments()
     _bad_calibration_data()

@@ -123,8 +123,16 @@ def test_no_finite_optimum_and_bad_input():
         fit_platt_scaling(z, [0, 0, 1, 1], smooth_targets=False)
     with pytest.raises(ValueError, match="separate"):
         fit_platt_scaling(z, [1, 1, 0, 0], smooth_targets=False)  # a -> -infinity
-    with pytest.raises(ValueError, match="0 positive of 4"):
-        fit_platt_scaling(z, [0, 0, 0, 0], smooth_targets=False)
+    # One class: no slope can be fitted, with either targets.
+    for smooth_targets in (False, True):
+        for labels in ([0, 0, 0, 0], [1, 1, 1, 1]):
+            with pytest.raises(ValueError, match="Platt scaling needs .* two classes.*slope 0"):
+                fit_platt_scaling(z, labels, smooth_targets=smooth_targets)
+    # Two of three classes: the absent one has no finite optimum with 0/1 targets only.
+    z3 = np.array([[1.0, 0.0, 0.5], [0.0, 1.0, 0.2], [1.0, 0.0, 0.1], [0.0, 1.0, 0.3]])
+    with pytest.raises(ValueError, match="class 2; received 0 positive of 4"):
+        fit_platt_scaling(z3, [1, 0, 0, 1], smooth_targets=False)
+    assert fit_platt_scaling(z3, [1, 0, 0, 1]).num_columns == 3
     separable = fit_platt_scaling(z, [0, 0, 1, 1])  # Platt's targets keep a finite
     assert np.isfinite(separable.scale).all() and separable.scale[0] > 0
     with pytest.raises(TypeError, match="smooth_targets"):

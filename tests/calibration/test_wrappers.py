@@ -292,12 +292,16 @@ def _subclassed_model_builds_weights_lazily():
 
 def _bad_constructor_arguments():
     model = linear_classifier(np.eye(3), np.zeros(3))
-    with pytest.raises(ValueError, match="keras.Model"):
+    with pytest.raises(TypeError, match="`model` must be a trained keras.Model.*of type Dense"):
         TemperatureScaling(keras.layers.Dense(3))
-    with pytest.raises(ValueError, match="`output`"):
+    with pytest.raises(ValueError, match="`output` must be one of 'probabilities', 'logits'"):
         TemperatureScaling(model, output="proba")
+    with pytest.raises(TypeError, match="`output`.*Received: output=1 of type int"):
+        TemperatureScaling(model, output=1)
     with pytest.raises(ValueError, match="`model_output`"):
         TemperatureScaling(model, model_output="scores")
+    with pytest.raises(TypeError, match="`model_output`"):
+        TemperatureScaling(model, model_output=None)
     with pytest.raises(ValueError, match="l2"):
         MatrixScaling(model, l2=-0.5)
     inputs = keras.Input((3,))
@@ -324,14 +328,23 @@ def _bad_calibration_data():
         ((x, y.astype(float) + 0.5), "integers"),
         ((x[:0], y[:0]), "empty"),
         ((np.where(np.eye(100, 3) > 0, np.nan, x).astype("float32"), y), "finite"),
+        ((x, np.full(100, 2)), "Temperature scaling needs .* two classes.*all of class 2"),
     ]
     for (inputs, labels), match in cases:
         with pytest.raises(ValueError, match=match):
             wrapper.calibrate(inputs, labels, verbose=0)
-    with pytest.raises(ValueError, match="max_memory_bytes"):
-        wrapper.calibrate(x, y, verbose=0, max_memory_bytes=0)
-    with pytest.raises(ValueError, match="batch_size"):
-        wrapper.calibrate(x, y, verbose=0, batch_size=0)
+    for kwargs, error, match in [
+        ({"max_memory_bytes": 0}, ValueError, r"`max_memory_bytes` must be an integer >= 1"),
+        ({"max_memory_bytes": 2.0**20}, TypeError, r"max_memory_bytes=1048576.0 of type float"),
+        ({"batch_size": 0}, ValueError, r"`batch_size` must be an integer >= 1"),
+        ({"batch_size": "32"}, TypeError, r"batch_size='32' of type str"),
+        ({"verbose": "loud"}, ValueError, r"`verbose` must be one of 'auto', 0, 1, 2"),
+    ]:
+        with pytest.raises(error, match=match):
+            wrapper.calibrate(x, y, **{"verbose": 0, **kwargs})
+    for cls in (VectorScaling, MatrixScaling):  # one class: no finite optimum
+        with pytest.raises(ValueError, match="scaling needs .* two classes"):
+            cls(model).calibrate(x, np.zeros(100, int), verbose=0)
     assert not wrapper.is_calibrated  # nothing was fitted
     with pytest.raises(NotCalibratedError, match="calibrate"):
         _ = wrapper.temperature_
@@ -353,13 +366,13 @@ def test_bad_datasets():
 
 
 def test_bad_input():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _bad_constructor_arguments()
     _bad_calibration_data()
 
 
 def test_wrapper_math():
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _temperature_wrapper_recovers_known_miscalibration()
     _vector_and_matrix_wrappers_apply_their_maps()
     _softmax_model_is_calibrated_through_log_probabilities()
@@ -467,7 +480,7 @@ def _calibration_state_survives_saving(tmp_path):
 
 
 def test_not_calibrated(tmp_path):
-    """Grouped in one test item: the per-test teardown (clear_session) costs ~1 s each."""
+    """The checks below, run in turn (each is a function of this module)."""
     _uncalibrated_wrappers_refuse_to_predict(tmp_path)
     _uncalibrated_wrappers_still_build_and_wire_into_models()
     _calibration_state_survives_saving(tmp_path)

@@ -254,6 +254,8 @@ def test_errors():
         recompute_batch_norm_statistics(model, x, steps=1.5, verbose=0)
     with pytest.raises(TypeError, match="batch_size"):
         recompute_batch_norm_statistics(model, x, batch_size=None, verbose=0)
+    with pytest.raises(ValueError, match=r"`verbose` must be one of 0, 1, 2\. Received"):
+        recompute_batch_norm_statistics(model, x, verbose=3)
     with pytest.raises(ValueError, match="one-shot generator"):
         recompute_batch_norm_statistics(model, (b for b in [x]), verbose=0)
     with pytest.raises(TypeError, match="data"):
