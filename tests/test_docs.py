@@ -29,6 +29,7 @@ PUBLIC_MODULES = [
     "keras_normkit.initializers",
     "keras_normkit.layers",
     "keras_normkit.metrics",
+    "keras_normkit.migration",
     "keras_normkit.ops",
     "keras_normkit.plotting",
     "keras_normkit.regularizers",

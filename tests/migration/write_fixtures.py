@@ -8,11 +8,19 @@ TensorFlow Addons (it cannot be imported next to Keras 3):
     /tmp/tfa-venv/bin/pip install --no-deps tensorflow-addons==0.23.0 tf-keras==2.21.0 "typeguard<3"
     /tmp/tfa-venv/bin/python tests/migration/write_fixtures.py
 
+(The project's venv already has TensorFlow 2.21 and h5py: instead of the first install, a
+`.pth` file in /tmp/tfa-venv's site-packages naming the project venv's site-packages gives
+the same versions; that is how the committed fixtures were written.)
+
 It writes, under tests/migration/fixtures/, one `.h5` per model (saved by tf.keras 2's
 `model.save(path.h5)`), one `.npz` per model with its input `x` and TF-Addons' prediction `y`
-(and, for the schedules, `steps` and `learning_rates`), a SavedModel directory, and
-`versions.json` with the exact versions used. TF-Addons imports `keras.src.engine` at import
-time, which fails next to Keras 3: `keras` is aliased to `tf_keras` before it is imported.
+(for the trained models also one more training step: its batch `next_x`, `next_target`, its
+loss `next_loss` and the prediction after it, `next_y`; for the schedules their values
+`learning_rates` at `steps`), a SavedModel directory, `functions.npz` (TF-Addons'
+activations on a grid) and `versions.json` with the exact versions used. TF-Addons imports
+`keras.src.engine` at import time, which fails next to Keras 3: `keras` is aliased to
+`tf_keras` before it is imported. The script is deterministic: run again, it writes the same
+values.
 """
 
 import json
@@ -54,10 +62,21 @@ def perturb(model, scale=0.3):
             weight.assign(value + normal(*value.shape, scale=scale))
 
 
-def save(name, model, x, **extra):
+def save(name, model, x, next_batch=None, **extra):
+    """Saves `model` to `name.h5` and its prediction on `x` to `name.npz`.
+
+    With `next_batch=(x_next, y_next)` (a compiled model), one more training step then runs
+    in TF-Addons, as a reloaded model would continue: its loss (`next_loss`) and the
+    prediction on `x` after it (`next_y`) are stored too.
+    """
     path = OUT / f"{name}.h5"
     model.save(path)
     y = model.predict(x, verbose=0)
+    if next_batch is not None:
+        x_next, y_next = next_batch
+        extra["next_x"], extra["next_target"] = x_next, y_next
+        extra["next_loss"] = np.float32(model.train_on_batch(x_next, y_next))
+        extra["next_y"] = model.predict(x, verbose=0)
     np.savez(OUT / f"{name}.npz", x=x, y=y, **extra)
     print(f"{name}: {path.stat().st_size} bytes, y {y.shape}")
     return y
@@ -73,7 +92,9 @@ def rnn_models():
         ]
     )
     perturb(model)
-    save("layer_norm_lstm", model, x)
+    model.compile(optimizer=keras.optimizers.RMSprop(0.01, momentum=0.5), loss="mse")
+    model.fit(x, normal(4, 6, 2), batch_size=4, epochs=1, verbose=0)
+    save("layer_norm_lstm", model, x, next_batch=(normal(4, 6, 3), normal(4, 6, 2)))
 
     inputs = keras.Input((6, 3))
     hidden = keras.layers.RNN(
@@ -82,7 +103,9 @@ def rnn_models():
     )(inputs)
     model = keras.Model(inputs, keras.layers.Dense(2)(hidden))
     perturb(model)
-    save("layer_norm_simple_rnn", model, x)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.fit(x, normal(4, 2), batch_size=4, epochs=1, verbose=0)
+    save("layer_norm_simple_rnn", model, x, next_batch=(normal(4, 6, 3), normal(4, 2)))
 
     model = keras.Sequential(
         [
@@ -133,9 +156,9 @@ def weight_norm_models():
     )
     print(f"weight_norm_dense_uninitialized: {path.stat().st_size} bytes")
     # The same model, now initialized (by its first call above), then one training step.
-    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")
     model.fit(x_init, normal(32, 2), batch_size=32, epochs=1, verbose=0)
-    save("weight_norm_dense", model, x)
+    save("weight_norm_dense", model, x, next_batch=(normal(16, 5), normal(16, 2)))
 
     model = dense(False)
     perturb(model)
@@ -185,7 +208,8 @@ def schedule_models():
         )
         model.fit(x, normal(8, 1), batch_size=4, epochs=1, verbose=0)  # two steps
         rates = np.array([float(schedule(s)) for s in steps], "float32")
-        save(name, model, x, steps=steps, learning_rates=rates)
+        next_batch = (normal(4, 4), normal(4, 1))
+        save(name, model, x, next_batch=next_batch, steps=steps, learning_rates=rates)
     # ExponentialCyclicalLearningRate in its default scale_mode="iterations" cannot drive a
     # tf.keras 2 optimizer: `gamma ** step` with the optimizer's int64 step raises
     # "TypeError: Cannot convert 0.9 to EagerTensor of dtype int64" in `compile`. Only its
@@ -199,6 +223,21 @@ def schedule_models():
     rates = np.array([float(schedule(s)) for s in steps], "float32")
     config = json.dumps(keras.optimizers.schedules.serialize(schedule))
     np.savez(OUT / "exponential_cyclical_lr.npz", steps=steps, learning_rates=rates, config=config)
+    # A legacy optimizer evaluates the schedule at a float step: there it works.
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.legacy.Adam(learning_rate=schedule), loss="mse")
+    model.fit(x, normal(8, 1), batch_size=4, epochs=1, verbose=0)  # two steps
+    next_batch = (normal(4, 4), normal(4, 1))
+    save(
+        "legacy_adam_exponential_cyclical_lr",
+        model,
+        x,
+        next_batch=next_batch,
+        steps=steps,
+        learning_rates=rates,
+    )
 
 
 def activation_models():
@@ -219,6 +258,13 @@ def activation_models():
     save("unsupported_activation", model, x)
     model = keras.Sequential([keras.Input((6,)), tfa.layers.Maxout(3)])
     save("unsupported_layer", model, x)
+    # A TF-Addons loss (no keras_normkit equivalent) in the training config only.
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile(
+        optimizer="adam", loss=tfa.losses.SigmoidFocalCrossEntropy(), metrics=["accuracy"]
+    )
+    model.fit(x, (RNG.random((5, 1)) > 0.5).astype("float32"), epochs=1, verbose=0)
+    save("addons_loss", model, x)
 
     # A tf.keras 2 model without any TF-Addons object, compiled.
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(2, activation="softmax")])
@@ -246,6 +292,45 @@ def saved_model():
     print(f"saved_model: {size} bytes")
 
 
+def functions():
+    """TF-Addons' activations on a grid (and sparsemax on random rows), for the measured
+    differences of docs/migration.md."""
+    x = np.linspace(-6, 6, 1201, dtype="float32")
+    z = normal(256, 7, scale=2.0)
+    outputs = {
+        name: getattr(tfa.activations, name)(x).numpy()
+        for name in ("gelu", "mish", "hardshrink", "softshrink", "tanhshrink")
+    }
+    outputs["gelu_exact"] = tfa.activations.gelu(x, approximate=False).numpy()
+    np.savez(
+        OUT / "functions.npz", x=x, z=z, sparsemax=tfa.activations.sparsemax(z).numpy(), **outputs
+    )
+
+
+def weight_norm_functional():
+    """Two WeightNormalization layers in a functional model, saved before their first call:
+    TF-Addons initializes the second on the output of the already initialized first (the
+    second has no bias)."""
+    inputs = keras.Input((5,))
+    hidden = tfa.layers.WeightNormalization(keras.layers.Dense(4, activation="tanh"))(inputs)
+    hidden = tfa.layers.WeightNormalization(keras.layers.Dense(3, use_bias=False))(hidden)
+    model = keras.Model(inputs, keras.layers.Dense(1)(hidden))
+    perturb(model)
+    x_init, x = normal(16, 5, scale=2.0), normal(4, 5)
+    path = OUT / "weight_norm_functional_uninitialized.h5"
+    model.save(path)
+    first = model.predict(x_init, verbose=0)
+    after = model.predict(x, verbose=0)
+    np.savez(
+        OUT / "weight_norm_functional_uninitialized.npz",
+        x=x_init,
+        y=first,
+        x_after=x,
+        y_after=after,
+    )
+    print(f"weight_norm_functional_uninitialized: {path.stat().st_size} bytes")
+
+
 def main():
     OUT.mkdir(exist_ok=True)
     tf.keras.utils.set_random_seed(0)
@@ -254,6 +339,8 @@ def main():
     schedule_models()
     activation_models()
     saved_model()
+    functions()
+    weight_norm_functional()
     versions = {
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
