@@ -81,6 +81,7 @@ class Example:
     answer: str
     supporting: list
     line_id: int
+    story_id: int = 0  # the 0-based index of the question's story in its file
 
 
 def file_name(task, set="1k", split="train"):
@@ -178,7 +179,7 @@ def tokenize(text):
 
 def parse(text):
     """The `Example`s of one bAbI file's text."""
-    examples, story, position = [], [], {}
+    examples, story, position, story_id = [], [], {}, -1
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -187,12 +188,14 @@ def parse(text):
             raise ValueError(f"line {number} of a bAbI file does not start with an ID: {line!r}")
         line_id = int(line_id)
         if line_id == 1:
-            story, position = [], {}
+            story, position, story_id = [], {}, story_id + 1
         if "\t" in rest:
             question, answer, support = rest.split("\t")[:3]
             supporting = [position[int(i)] for i in support.split()]
             examples.append(
-                Example([s[:] for s in story], tokenize(question), answer, supporting, line_id)
+                Example(
+                    [s[:] for s in story], tokenize(question), answer, supporting, line_id, story_id
+                )
             )
         else:
             position[line_id] = len(story)
@@ -226,12 +229,14 @@ def vectorize(examples, vocab, memory_size, sentence_length):
     return stories, questions, answers
 
 
-def load(task, set="1k", data=None, memory_size=MEMORY_SIZE):
+def load(task, set="1k", data=None, memory_size=MEMORY_SIZE, story_ids=False):
     """`(train, test, vocab)`, train/test being `((stories, questions), answers)` arrays.
 
     As in the reference code, the vocabulary, the sentence length `J` (the longest statement
     or question) and the memory `M = min(longest story, memory_size)` come from both files
-    of the task (they only size the arrays; nothing is learned from the test set).
+    of the task (they only size the arrays; nothing is learned from the test set). With
+    `story_ids=True` a fourth item is the story index of every training question (a story
+    holds several questions: a validation split by story keeps them together).
     """
     release = data if isinstance(data, Release) else Release(data)
     train = release.examples(task, set, "train")
@@ -245,6 +250,8 @@ def load(task, set="1k", data=None, memory_size=MEMORY_SIZE):
         stories, questions, answers = vectorize(examples, vocab, memory, sentence_length)
         return (stories, questions), answers
 
+    if story_ids:
+        return arrays(train), arrays(test), vocab, np.array([ex.story_id for ex in train])
     return arrays(train), arrays(test), vocab
 
 

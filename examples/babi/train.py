@@ -1,8 +1,10 @@
 """Train the QRN ("2rb") and an LSTM baseline on the real bAbI tasks or on generated ones.
 
 Real bAbI (`data.py`; `--data` a folder or tar archive, downloaded if omitted), with the
-reference code's protocol (README.md, "The paper's protocol"): a seeded random 10 % of the
-training questions is the validation split (the same for every restart); each run trains up
+reference code's protocol (README.md, "The paper's protocol"), except that the validation
+split is a seeded random 10 % of the training *stories* (the reference draws 10 % of the
+questions, `--split questions`, so that questions of one story fall on both sides and the
+validation accuracy overrates the model); the split is the same for every restart; each run trains up
 to `--epochs` epochs with the learning rate halved every `--lr-anneal-period` epochs, keeps
 the weights of the epoch of best validation accuracy (ties: lower validation loss) and stops
 after `--patience` epochs without improvement; of `--restarts` runs the one of best
@@ -202,13 +204,23 @@ class Selection(keras.callbacks.Callback):
         self.model.set_weights(self.best_weights)
 
 
-def random_split(data, val_fraction=0.1, seed=0):
+def random_split(data, val_fraction=0.1, seed=0, groups=None):
     """`(train, validation)`: a seeded random `val_fraction` of the examples is the validation
-    (the reference code draws it once, at preprocessing, for every trial)."""
+    (the reference code draws it once, at preprocessing, for every trial).
+
+    With `groups` (one id per example, e.g. its story) whole groups are held out, a random
+    `val_fraction` of them: the questions of a story then never straddle the split.
+    """
     (stories, questions), answers = data
     n = len(answers)
-    held_out = np.zeros(n, bool)
-    held_out[np.random.default_rng(seed).choice(n, max(1, round(val_fraction * n)), False)] = True
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        held_out = np.zeros(n, bool)
+        held_out[rng.choice(n, max(1, round(val_fraction * n)), False)] = True
+    else:
+        names = np.unique(groups)
+        chosen = rng.choice(names, max(1, round(val_fraction * len(names))), False)
+        held_out = np.isin(groups, chosen)
 
     def take(rows):
         return (stories[rows], questions[rows]), answers[rows]
@@ -235,6 +247,7 @@ def train_real(
     lr_anneal_period=100,
     val_fraction=0.1,
     split_seed=0,
+    split="stories",
     memory_size=babi_data.MEMORY_SIZE,
     dim=None,
     batch_size=None,
@@ -254,8 +267,11 @@ def train_real(
     learning_rate = learning_rate or defaults["learning_rate"]
     weight_decay = defaults["weight_decay"] if weight_decay is None else weight_decay
     optimizer = optimizer or ("adagrad" if kind == "qrn" else "adam")
-    train_data, test_data, vocab = babi_data.load(task, set, data, memory_size)
-    fit_data, val_data = random_split(train_data, val_fraction, split_seed)
+    train_data, test_data, vocab, story_ids = babi_data.load(
+        task, set, data, memory_size, story_ids=True
+    )
+    groups = story_ids if split == "stories" else None
+    fit_data, val_data = random_split(train_data, val_fraction, split_seed, groups)
     (stories, questions), answers = fit_data
     shape = stories.shape[1:] + (len(vocab),)
     runs, best = [], None
@@ -339,6 +355,7 @@ def train_real(
             lr_anneal_period=lr_anneal_period,
             val_fraction=val_fraction,
             split_seed=split_seed,
+            split=split,
             memory=int(stories.shape[1]),
             sentence_length=int(stories.shape[2]),
             vocab_size=len(vocab),
@@ -374,6 +391,7 @@ def main_real(args):
                 patience=args.patience,
                 lr_anneal_period=args.lr_anneal_period,
                 split_seed=args.split_seed,
+                split=args.split,
                 memory_size=args.memory_size,
                 dim=args.dim,
                 batch_size=args.batch_size,
@@ -418,6 +436,12 @@ def main():
     real.add_argument("--patience", type=int, default=50)
     real.add_argument("--lr-anneal-period", type=int, default=100)
     real.add_argument("--split-seed", type=int, default=0)
+    real.add_argument(
+        "--split",
+        default="stories",
+        choices=["stories", "questions"],
+        help="hold out whole stories [stories] or questions, as the reference code does",
+    )
     real.add_argument("--memory-size", type=int, default=babi_data.MEMORY_SIZE)
     real.add_argument("--layers", type=int, default=2)
     real.add_argument("--batch-size", type=int, default=None)

@@ -86,6 +86,7 @@ def test_parse_small_file(babi):
     assert examples[1].story == [examples[0].story[0], SMALL_2, SMALL_4]
     assert examples[2].story == [["Mary", "got", "the", "apple", "there"], SMALL_7]
     assert [ex.supporting for ex in examples] == [[0], [2], [0, 1]]
+    assert [ex.story_id for ex in examples] == [0, 0, 1]
     assert examples[2].answer == "apple,football"  # a list is one class
     vocab = data.vocabulary(examples)
     assert "apple,football" in vocab and "apple" in vocab and "Where" in vocab
@@ -96,6 +97,26 @@ def test_parse_small_file(babi):
     # the memory keeps the last statements: Daniel's story is cut to its last two
     assert [inverse[w] for w in stories[1, 0] if w] == SMALL_2
     assert [inverse[w] for w in stories[2, 1] if w] == SMALL_7
+
+
+def test_validation_split_by_story(babi):
+    """Whole stories are held out (seeded); the question split mixes them."""
+    _, train = babi
+    n = 200
+    stories = np.arange(n)[:, None, None] * np.ones((1, 2, 3), "int32")
+    data = ((stories, np.zeros((n, 3), "int32")), np.arange(n))
+    groups = np.arange(n) // 5  # 40 stories of 5 questions
+    (fit, val), again = (
+        train.random_split(data, 0.1, 3, groups),
+        train.random_split(data, 0.1, 3, groups),
+    )
+    np.testing.assert_array_equal(val[1], again[1][1])
+    held = set(groups[val[1]])
+    assert len(held) == 4 and len(val[1]) == 20  # 10 % of the stories, all their questions
+    assert held.isdisjoint(groups[fit[1]])
+    assert len(fit[1]) + len(val[1]) == n
+    _, val_q = train.random_split(data, 0.1, 3)
+    assert len(val_q[1]) == 20 and len(set(groups[val_q[1]])) > 4  # questions: mixed stories
 
 
 SMALL_2 = ["John", "went", "to", "the", "hallway"]
