@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 
+from keras_normkit.backend.distribution import is_chief
+
 
 class SnapshotFiles:
     """The files of the deprecated `EarlyStopping(backup_dir=...)`, in `directory`.
@@ -15,7 +17,8 @@ class SnapshotFiles:
     is unchanged from the versions that wrote it inside `EarlyStopping`: one JSON document
     (the direction sign and the snapshots' scalars and lists, keyed by epoch) and one `.npz`
     of best weights per snapshot that has them. Every file is written under a temporary name,
-    then renamed, so a reader sees the old or the new file, never a partial one.
+    then renamed, so a reader sees the old or the new file, never a partial one. In a
+    multi-process run only process 0 writes and deletes.
 
     Args:
         directory: The directory of the files (created on the first write).
@@ -34,6 +37,8 @@ class SnapshotFiles:
 
     def write(self, sign, snapshots):
         """Write `{epoch: state}` (each state a dict with a `"best_weights"` entry)."""
+        if not is_chief():
+            return
         os.makedirs(self.directory, exist_ok=True)
         document = {"sign": sign, "snapshots": {}}
         for epoch, state in snapshots.items():
@@ -74,7 +79,7 @@ class SnapshotFiles:
 
     def delete(self):
         """Remove this store's files (the directory and other files stay)."""
-        if not os.path.isdir(self.directory):
+        if not is_chief() or not os.path.isdir(self.directory):
             return
         for name in os.listdir(self.directory):
             if name.startswith(self.PREFIX):

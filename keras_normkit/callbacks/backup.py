@@ -2,16 +2,19 @@
 
 import json
 import os
+import tempfile
 import warnings
 
 import keras
 import numpy as np
 
 from keras_normkit._validation import check_bool, check_choice, check_int
+from keras_normkit.backend.distribution import is_chief, process_count
 from keras_normkit.callbacks._codec import decode_state, encode_state
 from keras_normkit.callbacks._registry import BACKUP, MEMBER, fit_callbacks, register
 
 STATES_FILE = "keras_normkit_callbacks.json"
+RANDOM_STATE = "model/random_state"  # the key of the model's random-generator states
 KERAS_METADATA_FILE = "training_metadata.json"  # written by keras.callbacks.BackupAndRestore
 
 
@@ -27,13 +30,17 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     and a resumed `fit` (in the same process or a new one, with new callback instances) calls
     `callback.set_state(s_e)` before the first resumed epoch, where `e + 1` is the epoch
     Keras resumes from. A resumed run with `shuffle=False` then reproduces the uninterrupted
-    one: learning rates, stop epoch, restored weights and logged values. Callbacks are
+    one: learning rates, stop epoch, restored weights and logged values, and the dropout
+    masks (the model's random-generator states, which `model.save_weights` leaves out, are
+    backed up too; Keras's own `BackupAndRestore` restarts them from their seeds). Callbacks are
     matched by class and by their order among the callbacks of that class, so pass the same
     callbacks, in the same order, when resuming. The backup of an epoch is written once all
     our callbacks have finished that epoch's `on_epoch_end`, whatever the order of the list;
     the last two epochs' states are kept, so an interruption between our file and Keras's
     still restores a consistent pair. Like Keras's, the directory is deleted when `fit`
-    ends if `delete_checkpoint`. The callbacks of the `fit` are found on the model, where
+    ends if `delete_checkpoint`. In a multi-process (JAX) run every process restores from
+    `backup_dir`, which must be a folder they all read, and process 0 alone writes it (the
+    weights are replicated, so its copy is everyone's). The callbacks of the `fit` are found on the model, where
     each registers itself when Keras gives it the model (`StatefulCallback` says how a
     callback of your own takes part); a callback of an earlier `fit` of the same model is
     never one of them.
@@ -108,6 +115,11 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     # ----------------------------------------------------------------- restoring
 
     def on_train_begin(self, logs=None):
+        if process_count() > 1 and self.save_freq != "epoch":
+            raise ValueError(
+                "In a multi-process run `BackupAndRestore` backs up at the end of each epoch "
+                f"only (save_freq='epoch'). Received: save_freq={self.save_freq!r}"
+            )
         self._members = None
         self._pending = None
         super().on_train_begin(logs)  # loads the weights and the epoch to resume from
@@ -129,6 +141,9 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
             return
         arrays = self._load_arrays(document["arrays"].get(str(epoch)))
         self._restored = decode_state(states, arrays)
+        random_state = self._restored.pop(RANDOM_STATE, None)
+        if random_state is not None:  # backups written before 0.2 have none
+            _set_random_state(self.model, random_state)
 
     def _resumed_epoch(self):
         path = os.path.join(self.backup_dir, KERAS_METADATA_FILE)
@@ -215,8 +230,21 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         if waiting:
             return
         self._pending = None
+        if not is_chief():  # in a multi-process run, process 0 writes the backup for all
+            self._take_part_in_saving()
+            return
         self._write_states(epoch + 1)  # first ours, then Keras's weights and epoch
         super().on_epoch_end(epoch, logs)
+
+    def _take_part_in_saving(self):
+        """Save a throwaway copy of the weights, as process 0 saves the real one.
+
+        In a multi-process JAX run `model.save_weights` creates variables, which are placed
+        on the devices of every process at once: each process must make the call, or the
+        processes' collective operations no longer match and the run fails.
+        """
+        with tempfile.TemporaryDirectory() as folder:
+            self.model.save_weights(os.path.join(folder, "unused.weights.h5"))
 
     def _write_late(self):
         """Write a backup still waiting for callbacks that did not notify the end of its epoch."""
@@ -234,12 +262,14 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
 
     def on_train_end(self, logs=None):
         self._write_late()
-        super().on_train_end(logs)  # deletes the backup if `delete_checkpoint`
+        if is_chief():
+            super().on_train_end(logs)  # deletes the backup if `delete_checkpoint`
 
     def _write_states(self, epoch):
         os.makedirs(self.backup_dir, exist_ok=True)
         arrays = {}
         states = {key: callback.get_state() for key, callback in self.members().items()}
+        states[RANDOM_STATE] = _random_state(self.model)
         encoded = encode_state(states, arrays)
         keep = sorted(self._saved)[-(2 if self.double_checkpoint else 1) :]
         self._saved = {e: self._saved[e] for e in keep if e != epoch}
@@ -284,6 +314,31 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _random_state_variables(model):
+    """The model's variables that `save_weights` leaves out: the states of its random
+    generators (`keras.random.SeedGenerator`s of dropout layers and the like)."""
+    saved = {id(v) for v in model.weights}
+    return [v for v in model.non_trainable_variables if id(v) not in saved]
+
+
+def _random_state(model):
+    return [keras.ops.convert_to_numpy(v) for v in _random_state_variables(model)]
+
+
+def _set_random_state(model, values):
+    variables = _random_state_variables(model)
+    shapes = [tuple(v.shape) for v in variables]
+    if [tuple(np.shape(x)) for x in values] != shapes:
+        warnings.warn(
+            "BackupAndRestore: the saved random-generator states do not fit this model's "
+            f"({len(values)} saved, {len(variables)} here): dropout masks start afresh.",
+            stacklevel=3,
+        )
+        return
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
 
 
 def _warn_skipped(callbacks, hook, call, consequence):

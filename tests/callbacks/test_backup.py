@@ -282,3 +282,61 @@ def test_early_stopping_resumes_from_snapshots_written_before_stopped_epoch_was_
     assert (second.stopped_epoch, second.best_epoch, second.best, second.wait) == (0, 1, 0.9, 0)
     second.on_epoch_end(2, {"loss": 0.95})
     assert second.wait == 1 and second.stop_reason is None
+
+
+def _dropout_run(backup, interrupt=None):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8),
+            keras.layers.Dropout(0.5, seed=1),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(keras.optimizers.SGD(0.05), loss="mse")
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    extra = [Interrupt(interrupt)] if interrupt is not None else []
+    history = model.fit(
+        x,
+        x[:, :1],
+        batch_size=4,
+        epochs=4,
+        shuffle=False,
+        verbose=0,
+        callbacks=[BackupAndRestore(backup), *extra],
+    )
+    return history.history["loss"], model.get_weights()
+
+
+def test_resume_restores_the_dropout_masks(tmp_path):
+    """The random-generator states, which `save_weights` leaves out, are backed up too."""
+    losses, weights = _dropout_run(str(tmp_path / "whole"))
+    with pytest.raises(RuntimeError, match="Interrupting"):
+        _dropout_run(str(tmp_path / "cut"), interrupt=2)
+    resumed_losses, resumed_weights = _dropout_run(str(tmp_path / "cut"))
+    assert resumed_losses == losses[2:]  # exactly: the same masks were drawn
+    for a, b in zip(weights, resumed_weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_other_processes_than_the_first_write_nothing(tmp_path, monkeypatch):
+    """In a multi-process run process 0 writes the backup; the others only take part."""
+    from keras_normkit.callbacks import backup as backup_module
+
+    monkeypatch.setattr(backup_module, "is_chief", lambda: False)
+    saved = []
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    original = model.save_weights
+    model.save_weights = lambda path, **kw: (saved.append(path), original(path, **kw))
+    model.fit(
+        np.ones((4, 2)),
+        np.ones((4, 1)),
+        epochs=2,
+        verbose=0,
+        callbacks=[BackupAndRestore(str(tmp_path / "backup"), delete_checkpoint=False)],
+    )
+    assert not (tmp_path / "backup").exists()
+    # It still saved (elsewhere) at every epoch end: save_weights is collective on JAX.
+    assert len(saved) == 2 and all(str(tmp_path) not in p for p in saved)
