@@ -26,16 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "keras_normkit"
 COMPAT = "keras_normkit/backend/keras_compat.py"
 
-# Findings in files other people are editing right now (issue 28: the callback state, the
-# fast-weights engine). They are known debts, listed exactly so that no new one can slip in
-# next to them; remove each entry when its code moves to a public API or into keras_compat
-# (test_allow_list_has_no_stale_entries fails until then). Keyed by file and source text (not
-# line numbers, which move with every edit).
-ALLOWED = {
-    # layers/_layer_norm_rnn_base.py: the `_loop_weights` side channel (issue 28, engine).
-    ("keras_normkit/layers/_layer_norm_rnn_base.py", "self.cell._loop_weights"),
-    ("keras_normkit/layers/_layer_norm_rnn_base.py", "self.cell._read_weights"),
-}
+# Known debts: findings listed exactly (by file and source text, not line numbers) so that no
+# new one can slip in next to them; remove each entry when its code moves to a public API or
+# into keras_compat (test_allow_list_has_no_stale_entries fails until then). Empty: the last
+# ones (the callback state, the fast-weights and layer-norm engines' side channels) are gone.
+ALLOWED = set()
 
 
 def _is_private(name):

@@ -17,8 +17,11 @@ writes its own step (`_project_inputs`, the state-free part, then `_recurrent_st
 `_LayerNormRNNBase` is the `keras.layers.RNN` around one such cell, built from the
 constructor arguments, that `LayerNormSimpleRNN`, `LayerNormLSTM` and `LayerNormGRU`
 specialize. On TensorFlow it reads the cell's weights once, before the time loop
-(`_read_weights(read=True)`; a step gets them from `_step_weights()`), where a graph loop
-would read, cast and slice them again at every step.
+(`read_weights()`), and its step function passes them to every step (`step(inputs, states,
+weights)`), where a graph loop would read, cast and slice them again at every step.
+
+The module also holds the docstring pieces the six public classes share (`layer_args`,
+`keyword_args`, ...), which their modules import as `shared`.
 
 Dropout: like Keras's fused implementation (`implementation=2`), each cell samples one
 input mask and one recurrent mask per batch (Keras's `DropoutRNNCell` API, so the masks
@@ -28,8 +31,6 @@ are the same at every time step); Keras's cells switch to one mask per gate when
 Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
 """
 
-import inspect
-
 import keras
 from keras import activations, constraints, initializers, ops, regularizers
 
@@ -37,14 +38,80 @@ from keras_normkit._validation import check_int, check_number, check_seed
 
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
-from keras_normkit.backend.keras_compat import DropoutRNNCell
+from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
+from keras_normkit.layers._cell_args import cell_arguments
 from keras_normkit.ops.layer_norm import layer_norm, normalize
 
+# -- docstring pieces ----------------------------------------------------------------------
+# The cells and layers of the three families document the same arguments: each class assigns
+# its `__doc__` as an f-string in which these pieces stand (`{shared.layer_args("state")}`),
+# so that an argument is described in one place while `help()`, the doctests and the API
+# reference (`docs/griffe_examples.py` reads the assembled `__doc__`) each read one whole
+# docstring.
 
-class _LoopWeights:
-    """Holds the tensors a cell's steps read, when they were read before the time loop."""
 
-    values = None
+def initializer_args(keras_cell):
+    """The `Args:` entries of the three initializers, as in `keras.layers.<keras_cell>`."""
+    return f"""        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.{keras_cell}`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.{keras_cell}`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.{keras_cell}`."""
+
+
+# What every cell takes through `**kwargs`: the arguments of `_LayerNormCellBase`.
+_BASE_KEYWORD_ARGS = """        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
+        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
+        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
+        seed: Optional integer seed for dropout.
+        norm_epsilon: Float > 0 added to the variance in each LN. Default: `1e-3` (Keras's
+            `LayerNormalization` default).
+        norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
+        norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`."""
+
+
+def keyword_args(own=None):
+    """A cell's `**kwargs` entry (the last of `Args:`) and its `Keyword Args:` section.
+
+    `own`: the entries of the keyword arguments of the cell's own class, listed first.
+    """
+    entries = _BASE_KEYWORD_ARGS if own is None else f"{own}\n{_BASE_KEYWORD_ARGS}"
+    return f"""        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
+
+    Keyword Args:
+{entries}"""
+
+
+def cell_call_args(states):
+    """A cell's `Call arguments:` section; `states`: the entry of its `states`."""
+    return f"""    Call arguments:
+        inputs: A 2D tensor `(batch, features)`.
+        states: {states}
+        training: Python boolean, whether to apply dropout."""
+
+
+def layer_args(state):
+    """A layer's `Args:` entries but `**kwargs`; `state`: what `return_state` returns."""
+    return f"""        units: Positive integer, dimensionality of the output space.
+        return_sequences: Boolean, return the full sequence (else the last output).
+        return_state: Boolean, also return the last {state}.
+        go_backwards: Boolean, process the sequence backwards.
+        stateful: Boolean, carry the last state of each sample to the next batch.
+        unroll: Boolean, unroll the time loop (short sequences only)."""
+
+
+def layer_call_args(initial_state):
+    """A layer's `Call arguments:` section; `initial_state`: its entry."""
+    return f"""    Call arguments:
+        sequences: A 3D tensor `(batch, timesteps, features)`.
+        initial_state: {initial_state}
+        mask: Optional boolean tensor `(batch, timesteps)`; masked steps keep the state.
+        training: Python boolean, whether to apply dropout."""
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -99,13 +166,12 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
         self.norm_beta_initializer = initializers.get(norm_beta_initializer)
         self.state_size = self.units
         self.output_size = self.units
-        self._loop_weights = _LoopWeights()
 
     def _norms(self):
         """The cell's `LayerNormalization` sublayers (`_norm_names` that it has)."""
         return [getattr(self, name) for name in self._norm_names if hasattr(self, name)]
 
-    def _read_weights(self, read):
+    def _step_weights(self, read):
         """What a step reads, by name: `kernel`, `recurrent_kernel`, `bias` (or `None`).
 
         `read=False`: the variables themselves (each step reads them). `read=True`: tensors
@@ -125,11 +191,14 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
                 weights[norm.name] = (get(norm.gamma), get(norm.beta))
         return weights
 
-    def _step_weights(self):
-        """The tensors read before the time loop (`_LayerNormRNNBase` on TensorFlow), else
-        the variables."""
-        values = self._loop_weights.values
-        return self._read_weights(read=False) if values is None else values
+    def read_weights(self):
+        """Every tensor a step reads, read now: for a time loop that reads them once.
+
+        Returns a dict to pass to each `step`: the `kernel`, `recurrent_kernel` and `bias`
+        (`None` without bias), each norm's `(gamma, beta)` under the norm's name, and what
+        the cell derives from them (the GRU's bias rows and kernel columns).
+        """
+        return self._step_weights(read=True)
 
     @staticmethod
     def _norm(norm, x, weights):
@@ -188,15 +257,23 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
             return h_tm1 * self.get_recurrent_dropout_mask(h_tm1)
         return h_tm1
 
-    def _project_inputs(self, inputs, training):
-        """The part of a step that does not depend on the state."""
+    def _project_inputs(self, inputs, w, training):
+        """The part of a step that does not depend on the state; `w`: the weights by name."""
         raise NotImplementedError
 
-    def _recurrent_step(self, projected, states, training):
+    def _recurrent_step(self, projected, states, w, training):
         raise NotImplementedError
+
+    def step(self, inputs, states, weights, training=False):
+        """One time step, as `call`, from `weights` (`read_weights()`) instead of the variables.
+
+        Returns `(output, new states)`.
+        """
+        projected = self._project_inputs(inputs, weights, training)
+        return self._recurrent_step(projected, states, weights, training)
 
     def call(self, inputs, states, training=False):
-        return self._recurrent_step(self._project_inputs(inputs, training), states, training)
+        return self.step(inputs, states, self._step_weights(read=False), training=training)
 
     def get_initial_state(self, batch_size=None):
         sizes = self.state_size if isinstance(self.state_size, list) else [self.state_size]
@@ -230,8 +307,6 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
 # Convenience layers: `keras.layers.RNN` around one cell, like `keras.layers.LSTM`.
 # --------------------------------------------------------------------------------------
 
-_BASE_LAYER_KEYS = ("name", "trainable", "dtype")
-
 
 class _LayerNormRNNBase(keras.layers.RNN):
     """`keras.layers.RNN` over a layer-normalized cell built from the constructor args."""
@@ -249,11 +324,8 @@ class _LayerNormRNNBase(keras.layers.RNN):
         unroll=False,
         **kwargs,
     ):
-        cell_kwargs = {
-            key: kwargs.pop(key)
-            for key in list(kwargs)
-            if key in self._cell_arguments() and key not in _BASE_LAYER_KEYS
-        }
+        cell_kwargs = cell_arguments(self._cell_class, kwargs)
+        kwargs = {key: value for key, value in kwargs.items() if key not in cell_kwargs}
         cell = self._cell_class(
             units,
             dtype=kwargs.get("dtype"),
@@ -272,15 +344,6 @@ class _LayerNormRNNBase(keras.layers.RNN):
         )
         self.input_spec = keras.layers.InputSpec(ndim=3)
 
-    @classmethod
-    def _cell_arguments(cls):
-        """Names of the cell's constructor arguments (its own and its base class's)."""
-        names = set()
-        for klass in cls._cell_class.__mro__:
-            if issubclass(klass, _LayerNormCellBase):
-                names.update(inspect.signature(klass.__init__).parameters)
-        return names - {"self", "units", "kwargs"}
-
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
 
@@ -290,26 +353,37 @@ class _LayerNormRNNBase(keras.layers.RNN):
         # TensorFlow's time loop is a graph `while` whose body would read (and cast, under
         # mixed precision) every weight of the cell at every step, slice the GRU's weights
         # at every step (and scatter each slice's gradient back at every step), and keep
-        # the norm gains read there for back-propagation: all of it happens once, here.
-        holder = self.cell._loop_weights
-        holder.values = self.cell._read_weights(read=True)
-        try:
-            return super().inner_loop(sequences, initial_state, mask, training=training)
-        finally:
-            holder.values = None
+        # the norm gains read there for back-propagation: all of it happens once, here, and
+        # the step function passes the tensors read to every step.
+        cell = self.cell
+        weights = cell.read_weights()
+
+        def step(inputs, states):
+            output, new_states = cell.step(inputs, states, weights, training=training)
+            return output, (new_states if keras.tree.is_nested(new_states) else [new_states])
+
+        return backend_rnn(
+            step,
+            sequences,
+            initial_state if keras.tree.is_nested(initial_state) else [initial_state],
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
 
     @property
     def units(self):
         return self.cell.units
 
     def get_config(self):
-        cell_config = self.cell.get_config()
-        for key in _BASE_LAYER_KEYS:
-            cell_config.pop(key, None)
         config = super().get_config()
         del config["cell"]
         config["activity_regularizer"] = regularizers.serialize(self.activity_regularizer)
-        return {**config, **cell_config}
+        config["units"] = self.units
+        return {**config, **cell_arguments(self._cell_class, self.cell.get_config())}
 
     @classmethod
     def from_config(cls, config):

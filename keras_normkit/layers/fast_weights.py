@@ -6,7 +6,8 @@ from keras import ops
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell
 from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
-from keras_normkit.ops.fast_weights_loop import ChunkedLoop, matvec, static_steps
+from keras_normkit.layers._cell_args import cell_arguments
+from keras_normkit.ops.fast_weights_loop import fast_weights_loop, matvec, static_steps
 from keras_normkit.ops.layer_norm import layer_norm
 
 IMPLEMENTATIONS = ("auto", "matrix", "memory")
@@ -288,30 +289,6 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         return super().from_config(_saved_config(config))
 
 
-_CELL_ARGS = (
-    "inner_steps",
-    "decay",
-    "fast_learning_rate",
-    "activation",
-    "use_layer_norm",
-    "preliminary_layer_norm",
-    "layer_norm_epsilon",
-    "use_bias",
-    "kernel_initializer",
-    "recurrent_initializer",
-    "bias_initializer",
-    "kernel_regularizer",
-    "recurrent_regularizer",
-    "bias_regularizer",
-    "kernel_constraint",
-    "recurrent_constraint",
-    "bias_constraint",
-    "dropout",
-    "recurrent_dropout",
-    "seed",
-)
-
-
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class FastWeightsRNN(keras.layers.RNN):
     """Fast-weights recurrent layer (Ba et al. 2016), fast and with two exact algorithms.
@@ -441,26 +418,7 @@ class FastWeightsRNN(keras.layers.RNN):
         check_choice("implementation", implementation, IMPLEMENTATIONS)
         cell = FastWeightsRNNCell(
             units,
-            inner_steps=inner_steps,
-            decay=decay,
-            fast_learning_rate=fast_learning_rate,
-            activation=activation,
-            use_layer_norm=use_layer_norm,
-            preliminary_layer_norm=preliminary_layer_norm,
-            layer_norm_epsilon=layer_norm_epsilon,
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            recurrent_initializer=recurrent_initializer,
-            bias_initializer=bias_initializer,
-            kernel_regularizer=kernel_regularizer,
-            recurrent_regularizer=recurrent_regularizer,
-            bias_regularizer=bias_regularizer,
-            kernel_constraint=kernel_constraint,
-            recurrent_constraint=recurrent_constraint,
-            bias_constraint=bias_constraint,
-            dropout=dropout,
-            recurrent_dropout=recurrent_dropout,
-            seed=seed,
+            **cell_arguments(FastWeightsRNNCell, locals()),
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="fast_weights_rnn_cell",
@@ -501,75 +459,117 @@ class FastWeightsRNN(keras.layers.RNN):
         return "matrix"
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
-        # The memory form skips the `A(0)·h` term when A(0) is known to be zero.
+        # Whether A(0) is known to be zero (`_loop_tensors`).
         self._zero_initial_fast_weights = initial_state is None and not self.stateful
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
-        cell = self.cell
         if keras.tree.is_nested(mask):
             mask = mask[0]
-        h0, a0 = initial_state
-        units = cell.units
-        if training and cell.dropout > 0:
-            sequences = sequences * cell.get_dropout_mask(sequences[:, 0, :])[:, None, :]
-        rec_mask = None
-        if training and cell.recurrent_dropout > 0:
-            rec_mask = cell.get_recurrent_dropout_mask(h0)
-        # C·x for all steps at once.
-        projected = ops.matmul(sequences, cell.kernel)
-        if cell.use_bias:
-            projected = projected + cell.bias
-        if self.go_backwards:
-            projected = ops.flip(projected, axis=1)
-            mask = None if mask is None else ops.flip(mask, axis=1)
+        tensors = self._loop_tensors(sequences, initial_state, mask, training)
         # Without XLA the loop is hundreds of tiny kernels per step: in a TensorFlow training
         # step that is not XLA-compiled, it runs as compiled clusters (forward; gradient).
         # Not for an unknown T: XLA would compile again for every new length.
-        timesteps = static_steps(projected)
+        timesteps = static_steps(tensors["inputs"])
         compile_loop = training and timesteps is not None and can_compile_cluster()
         implementation = self.resolve_implementation(
             timesteps, "xla_clusters" if compile_loop else None
         )
-        loop = ChunkedLoop(
-            cell,
-            implementation,
-            zero_output_for_mask=self.zero_output_for_mask,
-            zero_initial_fast_weights=self._zero_initial_fast_weights,
-            xla=compile_loop or xla_compiling(),
-        )
-        # Everything the loop reads, as tensors (the weights read here, under the layer's
-        # autocast scope), so that it can also run as one XLA cluster.
-        tensors = {
-            "projected": projected,
-            "h0": h0,
-            "a0": ops.reshape(a0, (-1, units, units)),
-            "recurrent_kernel": ops.convert_to_tensor(cell.recurrent_kernel),
-            "mask": mask,
-            "rec_mask": rec_mask,
-        }
-        if cell.use_layer_norm:
-            tensors["gamma"] = ops.convert_to_tensor(cell.gamma)
-            tensors["beta"] = ops.convert_to_tensor(cell.beta)
+        xla = compile_loop or xla_compiling()
         names = [name for name, value in tensors.items() if value is not None]
 
         def run(*values):
-            last, outputs, h, a = loop(dict(zip(names, values, strict=True)), self.return_sequences)
-            return (last, h, a) if outputs is None else (last, h, a, outputs)
+            loop_tensors = dict(zip(names, values, strict=True))
+            return self._run_loop(implementation, xla, **loop_tensors)
 
         if compile_loop:
             run = xla_compiled(run)
         last, h_last, a_last, *outputs = run(*(tensors[name] for name in names))
         # keras.layers.RNN casts `outputs` even when it returns only the last output.
         outputs = outputs[0] if outputs else last[:, None]
-        return last, outputs, [h_last, ops.reshape(a_last, (-1, units * units))]
+        return last, outputs, [h_last, ops.reshape(a_last, (-1, self.units * self.units))]
+
+    def _loop_tensors(self, sequences, initial_state, mask, training):
+        """Everything the loop reads, by name, as tensors (`None`: not used).
+
+        The input projection `C·x + bias` of all steps at once (in processing order), the
+        initial state, the mask, the dropout mask of `h`, and the weights of a step, read
+        here under the layer's autocast scope so that the loop can also run as one XLA
+        cluster (which reads no variable).
+        """
+        cell = self.cell
+        h0, a0 = initial_state
+        if training and cell.dropout > 0:
+            sequences = sequences * cell.get_dropout_mask(sequences[:, 0, :])[:, None, :]
+        recurrent_mask = None
+        if training and cell.recurrent_dropout > 0:
+            recurrent_mask = cell.get_recurrent_dropout_mask(h0)
+        projected = ops.matmul(sequences, cell.kernel)
+        if cell.use_bias:
+            projected = projected + cell.bias
+        if self.go_backwards:
+            projected = ops.flip(projected, axis=1)
+            mask = None if mask is None else ops.flip(mask, axis=1)
+        if self._zero_initial_fast_weights:
+            a0 = None  # known to be zero: the memory form skips the `A(0)·v` term
+        else:
+            a0 = ops.reshape(a0, (-1, cell.units, cell.units))
+        return {
+            "inputs": projected,
+            "h0": h0,
+            "a0": a0,
+            "recurrent_kernel": ops.convert_to_tensor(cell.recurrent_kernel),
+            "mask": mask,
+            "recurrent_mask": recurrent_mask,
+            "gamma": ops.convert_to_tensor(cell.gamma) if cell.use_layer_norm else None,
+            "beta": ops.convert_to_tensor(cell.beta) if cell.use_layer_norm else None,
+        }
+
+    def _run_loop(
+        self,
+        implementation,
+        xla,
+        inputs,
+        h0,
+        recurrent_kernel,
+        a0=None,
+        mask=None,
+        recurrent_mask=None,
+        gamma=None,
+        beta=None,
+    ):
+        """`fast_weights_loop` over the projected inputs `C·x + bias`, with the cell's step.
+
+        Returns `(last output, h, A)`, and the outputs with `return_sequences`.
+        """
+        cell = self.cell
+
+        def step(projected, h, fast_apply):
+            # The boundary `b = W·h + C·x + bias`, then the inner iterations over `A`.
+            h_rec = h if recurrent_mask is None else h * recurrent_mask
+            boundary = projected + ops.matmul(h_rec, recurrent_kernel)
+            return cell.settle(boundary, fast_apply, gamma, beta)
+
+        last, outputs, h, a = fast_weights_loop(
+            step,
+            inputs,
+            h0,
+            a0,
+            decay=cell.decay,
+            learning_rate=cell.fast_learning_rate,
+            mask=mask,
+            implementation=implementation,
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_sequences=self.return_sequences,
+            xla=xla,
+        )
+        return (last, h, a) if outputs is None else (last, h, a, outputs)
 
     def get_config(self):
         config = super().get_config()
         for key in ("cell", "unroll", "zero_output_for_mask"):
             config.pop(key, None)
-        cell_config = self.cell.get_config()
-        config.update({key: cell_config[key] for key in _CELL_ARGS})
+        config.update(cell_arguments(FastWeightsRNNCell, self.cell.get_config()))
         config.update(
             {
                 "units": self.units,

@@ -16,17 +16,17 @@ which did not change.
 Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
 """
 
+from keras_normkit.layers import layer_norm_gru, layer_norm_lstm, layer_norm_simple_rnn
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase as _LayerNormCellBase
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormRNNBase as _LayerNormRNNBase
-from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
-from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
-from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
+from keras_normkit.layers.layer_norm_gru import LayerNormGRU as LayerNormGRU
+from keras_normkit.layers.layer_norm_gru import LayerNormGRUCell as LayerNormGRUCell
+from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM as LayerNormLSTM
+from keras_normkit.layers.layer_norm_lstm import LayerNormLSTMCell as LayerNormLSTMCell
+from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN as LayerNormSimpleRNN
+from keras_normkit.layers.layer_norm_simple_rnn import (
+    LayerNormSimpleRNNCell as LayerNormSimpleRNNCell,
+)
 
-__all__ = [
-    "LayerNormSimpleRNNCell",
-    "LayerNormLSTMCell",
-    "LayerNormGRUCell",
-    "LayerNormSimpleRNN",
-    "LayerNormLSTM",
-    "LayerNormGRU",
-]
+# The public names of the three family modules, each family's cell and layer.
+__all__ = [*layer_norm_simple_rnn.__all__, *layer_norm_lstm.__all__, *layer_norm_gru.__all__]

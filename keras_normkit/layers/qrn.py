@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_normkit._validation import check_bool, check_choice, check_int
+from keras_normkit.layers._cell_args import cell_arguments
 from keras_normkit.ops.linear_scan import MAX_DYNAMIC_STEPS, linear_scan
 
 # `linear_scan` (the engine of `QRN`) and its length limit stay importable from here.
@@ -302,18 +303,7 @@ class QRN(keras.layers.Layer):
         self.return_sequences = check_bool("return_sequences", return_sequences)
         self.implementation = implementation
         self.cell = QRNCell(
-            units,
-            use_reset_gate=use_reset_gate,
-            vector_gates=vector_gates,
-            activation=activation,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-            kernel_regularizer=kernel_regularizer,
-            bias_regularizer=bias_regularizer,
-            kernel_constraint=kernel_constraint,
-            bias_constraint=bias_constraint,
-            dtype=self.dtype_policy,
-            name="cell",
+            units, **cell_arguments(QRNCell, locals()), dtype=self.dtype_policy, name="cell"
         )
         self.units = units
         # "sequential" steps the same cell with Keras's own RNN loop (XLA- and export-ready).
@@ -447,25 +437,13 @@ class QRN(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        cell_config = self.cell.get_config()
         config.update(
             {
                 "units": self.units,
-                "use_reset_gate": self.cell.use_reset_gate,
-                "vector_gates": self.cell.vector_gates,
+                **cell_arguments(QRNCell, self.cell.get_config()),
                 "bidirectional": self.bidirectional,
                 "return_sequences": self.return_sequences,
                 "implementation": self.implementation,
             }
         )
-        for key in (
-            "activation",
-            "kernel_initializer",
-            "bias_initializer",
-            "kernel_regularizer",
-            "bias_regularizer",
-            "kernel_constraint",
-            "bias_constraint",
-        ):
-            config[key] = cell_config[key]
         return config

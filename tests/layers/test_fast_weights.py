@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import keras_normkit.layers.fast_weights as fast_weights_module
+import keras_normkit.ops.fast_weights_loop as loop_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
-from keras_normkit.ops.fast_weights_loop import CHUNK, ChunkedLoop
-from tests.conformance import LayerConformanceTestCase
+from keras_normkit.ops.fast_weights_loop import CHUNK
+from tests.conformance import RNN_SUPPORTS_MASKING, LayerConformanceTestCase
 from tests.conftest import requires_tensorflow, requires_xla
 from tests.references.fast_weights import numpy_fast_weights
 
@@ -438,7 +439,7 @@ class FastWeightsConformanceTest(LayerConformanceTestCase):
                 input_shape=(2, 3, 5),
                 expected_output_shape=(2, 4),
                 expected_num_trainable_weights=5,
-                supports_masking=True,
+                supports_masking=RNN_SUPPORTS_MASKING,
                 atol=1e-5,
             )
 
@@ -455,7 +456,7 @@ class FastWeightsConformanceTest(LayerConformanceTestCase):
             },
             input_shape=(2, 4, 5),
             expected_output_shape=((2, 4, 3), (2, 3), (2, 9)),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             dynamic_axes=(1,),
             atol=1e-5,
         )
@@ -466,7 +467,7 @@ class FastWeightsConformanceTest(LayerConformanceTestCase):
             {"units": 4, "inner_steps": 2, "dropout": 0.1, "seed": 2},
             input_shape=(2, 3, 5),
             expected_output_shape=(2, 4),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             atol=1e-5,
         )
 
@@ -598,15 +599,6 @@ def compiled_loops(monkeypatch):
     return calls
 
 
-def test_chunk_size_rule():
-    cell = FastWeightsRNNCell(4)
-    for xla in (False, True):
-        loop = ChunkedLoop(cell, "matrix", False, True, xla=xla)
-        assert [loop.chunk_size(t) for t in (13, 21, 200)] == [CHUNK] * 3
-        # Up to 12 steps: one chunk, or one step per iteration under XLA (compile time).
-        assert [loop.chunk_size(t) for t in (1, 5, 12)] == ([1, 1, 1] if xla else [1, 5, 12])
-
-
 @requires_tensorflow
 @pytest.mark.parametrize(
     "implementation, return_sequences, use_layer_norm, recurrent_dropout, steps",
@@ -668,11 +660,11 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
         return numpy_out(step(x, h0, a0))
 
     chunks = []
-    real_chunk_size = ChunkedLoop.chunk_size
+    real_chunk_size = loop_module.chunk_size
     monkeypatch.setattr(
-        ChunkedLoop,
+        loop_module,
         "chunk_size",
-        lambda self, t: chunks.append(real_chunk_size(self, t)) or chunks[-1],
+        lambda t, xla: chunks.append(real_chunk_size(t, xla)) or chunks[-1],
     )
     compiled = gradients()
     assert compiled_loops  # the loop did run as XLA clusters

@@ -233,6 +233,29 @@ def test_dropout_masks_apply_to_inputs_and_state(cell_cls):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(h_inf), expected_inf, atol=2e-5)
 
 
+@pytest.mark.parametrize("cell_cls,kwargs", CELL_CASES, ids=CELL_IDS)
+def test_step_from_weights_read_once_equals_call(cell_cls, kwargs):
+    """`step(inputs, states, read_weights())`, what the layers' TensorFlow loop runs with
+    the weights read before the loop, computes what `call` computes from the variables."""
+    x = keras.ops.convert_to_tensor(_inputs()[:, 0])
+    cell = cell_cls(5, **kwargs)
+    cell.build(x.shape)
+    randomize(cell)
+    rng = np.random.default_rng(2)
+    states = [
+        keras.ops.convert_to_tensor(rng.normal(size=(3, d)).astype("float32"))
+        for d in np.atleast_1d(cell.state_size)
+    ]
+    weights = cell.read_weights()
+    assert not any(isinstance(w, keras.Variable) for w in keras.tree.flatten(weights))
+    expected, expected_states = cell(x, states)
+    output, new_states = cell.step(x, states, weights)
+    for got, want in zip([output, *new_states], [expected, *expected_states], strict=True):
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want), atol=1e-6
+        )
+
+
 @settings(max_examples=4)
 @given(data=st.data())
 def test_examples_are_normalized_independently(data):
@@ -268,6 +291,34 @@ def test_examples_are_normalized_independently(data):
 def test_drop_in_arguments_and_weights(families):
     for ours, theirs in families:
         _check_drop_in(ours, theirs)
+
+
+@pytest.mark.parametrize("layer_cls", [LayerNormSimpleRNN, LayerNormLSTM, LayerNormGRU])
+def test_layer_forwards_the_cell_arguments(layer_cls):
+    """The cell's arguments go to the cell and come back in the layer's config; the RNN's
+    and the base layer's (`name`, `dtype`) stay the layer's."""
+    cell_kwargs = {
+        "activation": "relu",
+        "use_bias": False,
+        "kernel_regularizer": "l2",
+        "dropout": 0.25,
+        "seed": 3,
+        "norm_epsilon": 1e-4,
+        **{
+            LayerNormLSTM: {"unit_forget_bias": False, "carry_normalized_state": True},
+            LayerNormGRU: {"recurrent_activation": "hard_sigmoid", "reset_after": False},
+        }.get(layer_cls, {}),
+    }
+    layer = layer_cls(3, zero_output_for_mask=True, name="rnn", dtype="float64", **cell_kwargs)
+    assert layer.name == "rnn" and layer.cell.name == layer_cls._cell_name
+    assert layer.zero_output_for_mask and layer.cell.dtype_policy.name == "float64"
+    base = ("name", "trainable", "dtype")
+    expected = layer_cls._cell_class(3, **cell_kwargs).get_config()
+    expected = {key: value for key, value in expected.items() if key not in base}
+    config = layer.get_config()
+    assert {key: layer.cell.get_config()[key] for key in expected} == expected
+    assert {key: config[key] for key in expected} == expected
+    assert layer_cls.from_config(config).get_config() == config
 
 
 def _check_drop_in(ours, theirs):

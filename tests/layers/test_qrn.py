@@ -521,6 +521,10 @@ def test_config_is_the_constructor_arguments():
     }
     clone = QRN.from_config(config)
     assert clone.get_config() == config
+    # The cell is built from the layer's arguments, and only from the cell's own.
+    assert (layer.cell.use_reset_gate, layer.cell.vector_gates) == (False, True)
+    assert isinstance(layer.cell.kernel_regularizer, keras.regularizers.L2)
+    assert layer.cell.name == "cell" and layer.name == "reducer"
     cell_config = QRNCell(3, vector_gates=True).get_config()
     assert QRNCell.from_config(cell_config).get_config() == cell_config
 

@@ -1,14 +1,19 @@
-"""`keras_normkit.ops.fast_weights_loop`: the chunked loop on its own, against a NumPy loop."""
+"""`keras_normkit.ops.fast_weights_loop`: the engine on its own, against a NumPy loop.
+
+The engine is given a plain step function and tensors here (no layer, no cell): the step
+functions below are written from the paper's equations with `keras.ops`.
+"""
 
 import keras
 import numpy as np
 import pytest
 
-from keras_normkit.layers import FastWeightsRNNCell
+from keras_normkit.ops import layer_norm
 from keras_normkit.ops._shapes import padding_to_multiple
 from keras_normkit.ops.fast_weights_loop import (
     CHUNK,
-    ChunkedLoop,
+    chunk_size,
+    fast_weights_loop,
     matvec,
     memory_segments,
     static_steps,
@@ -17,31 +22,60 @@ from tests.conftest import requires_tensorflow
 from tests.layers.test_fast_weights import ragged_mask, random_weights
 from tests.references.fast_weights import numpy_fast_weights
 
+ops = keras.ops
 
-def run_loop(implementation, x, weights, units, mask=None, h0=None, a0=None, **cell_kwargs):
-    """`(outputs, h, A)` of `ChunkedLoop` on `x`, with the cell's weights set to `weights`."""
-    cell = FastWeightsRNNCell(units, **cell_kwargs)
-    cell.build(x.shape[::2])
-    cell.set_weights([w.astype("float32") for w in weights[: len(cell.weights)]])
+
+def paper_step(weights, inner_steps, project=False):
+    """The step of Ba et al. as a plain function of `(x_t, h, fast_apply)`.
+
+    `b = x_t + W·h` for projected inputs `x_t = C·x + bias` (with `project`, the step takes
+    the raw `x_t` and computes `b = C·x_t + bias + W·h` itself), `h_0 = relu(b)`, then
+    `S` times `h <- relu(LN(b + A·h))`.
+    """
+    kernel, recurrent, bias, gamma, beta = (ops.convert_to_tensor(w, "float32") for w in weights)
+
+    def step(x_t, h, fast_apply):
+        if project:
+            x_t = ops.matmul(x_t, kernel) + bias
+        boundary = x_t + ops.matmul(h, recurrent)
+        hs = ops.relu(boundary)
+        for _ in range(inner_steps):
+            hs = ops.relu(layer_norm(boundary + fast_apply(hs), gamma, beta, 1e-5))
+        return hs
+
+    return step
+
+
+def run_loop(
+    implementation,
+    x,
+    weights,
+    units,
+    mask=None,
+    h0=None,
+    a0=None,
+    inner_steps=1,
+    decay=0.95,
+    eta=0.5,
+    project=False,
+):
+    """`(outputs, h, A)` of `fast_weights_loop` on `x` with the step `paper_step(weights)`."""
+    weights = [w.astype("float32") for w in weights]
+    x = ops.convert_to_tensor(x, "float32")
+    inputs = x if project else ops.matmul(x, weights[0]) + weights[2]
     batch = x.shape[0]
-    kernel, recurrent, bias = (keras.ops.convert_to_tensor(w) for w in cell.weights[:3])
-    tensors = {
-        "projected": keras.ops.matmul(keras.ops.convert_to_tensor(x, "float32"), kernel) + bias,
-        "h0": keras.ops.zeros((batch, units)) if h0 is None else keras.ops.convert_to_tensor(h0),
-        "a0": keras.ops.zeros((batch, units, units))
-        if a0 is None
-        else keras.ops.convert_to_tensor(a0),
-        "recurrent_kernel": recurrent,
-        "gamma": keras.ops.convert_to_tensor(cell.gamma),
-        "beta": keras.ops.convert_to_tensor(cell.beta),
-    }
-    if mask is not None:
-        tensors["mask"] = keras.ops.convert_to_tensor(mask)
-    loop = ChunkedLoop(
-        cell, implementation, zero_output_for_mask=False, zero_initial_fast_weights=a0 is None
+    last, outputs, h, a = fast_weights_loop(
+        paper_step(weights, inner_steps, project),
+        inputs,
+        ops.zeros((batch, units)) if h0 is None else ops.convert_to_tensor(h0),
+        None if a0 is None else ops.convert_to_tensor(a0),
+        decay=decay,
+        learning_rate=eta,
+        mask=None if mask is None else ops.convert_to_tensor(mask),
+        implementation=implementation,
+        return_sequences=True,
     )
-    last, outputs, h, a = loop(tensors, return_sequences=True)
-    outputs, last, h, a = (keras.ops.convert_to_numpy(t) for t in (outputs, last, h, a))
+    outputs, last, h, a = (ops.convert_to_numpy(t) for t in (outputs, last, h, a))
     np.testing.assert_array_equal(last, outputs[:, -1])
     return outputs, h, a
 
@@ -55,7 +89,7 @@ def test_matches_the_step_by_step_reference(implementation, steps):
     units, dim = 5, 3
     x = rng.normal(size=(2, steps, dim))
     weights = random_weights(rng, dim, units)
-    out, h, a = run_loop(implementation, x, weights, units, decay=0.9, fast_learning_rate=0.5)
+    out, h, a = run_loop(implementation, x, weights, units, decay=0.9, eta=0.5)
     ref_out, ref_h, ref_a = numpy_fast_weights(
         x, weights, units, inner_steps=1, decay=0.9, eta=0.5, use_layer_norm=True
     )
@@ -82,6 +116,79 @@ def test_masked_steps_and_initial_state(implementation):
     np.testing.assert_allclose(out, ref_out, atol=1e-4, rtol=1e-4)
     np.testing.assert_allclose(h, ref_h, atol=1e-4, rtol=1e-4)
     np.testing.assert_allclose(a, ref_a, atol=1e-4, rtol=1e-4)
+
+
+# A chunk and a tail; 8 chunks (the memory form's two loops) and a tail.
+@pytest.mark.parametrize("steps", [21, 69])
+@pytest.mark.parametrize("implementation", ["matrix", "memory"])
+def test_step_inputs_of_another_width(implementation, steps):
+    """The inputs need not have the state's width: here the step takes the raw `x_t`
+    (3 features, 5 units) and projects it itself; masks travel beside them."""
+    rng = np.random.default_rng(steps + 1)
+    units, dim = 5, 3
+    x = rng.normal(size=(3, steps, dim))
+    mask = ragged_mask(rng, 3, steps)
+    weights = random_weights(rng, dim, units)
+    out, h, a = run_loop(implementation, x, weights, units, mask=mask, project=True)
+    ref_out, ref_h, ref_a = numpy_fast_weights(
+        x, weights, units, inner_steps=1, decay=0.95, eta=0.5, use_layer_norm=True, mask=mask
+    )
+    np.testing.assert_allclose(out, ref_out, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(h, ref_h, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(a, ref_a, atol=1e-4, rtol=1e-4)
+
+
+@requires_tensorflow  # a `tf.function` with an unknown time axis
+@pytest.mark.parametrize("implementation", ["matrix", "memory"])
+def test_unknown_length_pads_to_whole_chunks(implementation):
+    """An unknown `T` runs whole chunks of 8 (padded with masked steps) and drops the
+    padding: the outputs of every length match the reference, with and without a mask."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(23)
+    units, dim = 4, 3
+    weights = [w.astype("float32") for w in random_weights(rng, dim, units)]
+    step = paper_step(weights, inner_steps=1, project=True)
+
+    @tf.function(
+        input_signature=[tf.TensorSpec((None, None, dim)), tf.TensorSpec((None, None), tf.bool)]
+    )
+    def run(x, mask):
+        h0 = tf.zeros((tf.shape(x)[0], units))
+        kwargs = dict(decay=0.9, learning_rate=0.5, implementation=implementation)
+        _, masked, _, a = fast_weights_loop(step, x, h0, mask=mask, return_sequences=True, **kwargs)
+        last, none, h, _ = fast_weights_loop(step, x, h0, **kwargs)
+        assert none is None
+        return masked, a, last, h
+
+    for steps in (1, 8, 13):
+        x = rng.normal(size=(2, steps, dim)).astype("float32")
+        mask = ragged_mask(rng, 2, steps)
+        masked, a, last, h = (ops.convert_to_numpy(t) for t in run(x, mask))
+        reference = dict(inner_steps=1, decay=0.9, eta=0.5, use_layer_norm=True)
+        ref = numpy_fast_weights(x, weights, units, mask=mask, **reference)
+        unmasked = numpy_fast_weights(x, weights, units, **reference)
+        assert masked.shape == (2, steps, units)
+        np.testing.assert_allclose(masked, ref[0], atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(a, ref[2], atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(last, unmasked[0][:, -1], atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(h, unmasked[1], atol=1e-4, rtol=1e-4)
+
+
+def test_chunk_size_rule():
+    for xla in (False, True):
+        assert [chunk_size(t, xla) for t in (13, 21, 200)] == [CHUNK] * 3
+        # Up to 12 steps: one chunk, or one step per iteration under XLA (compile time).
+        assert [chunk_size(t, xla) for t in (1, 5, 12)] == ([1, 1, 1] if xla else [1, 5, 12])
+
+
+def test_arguments_are_checked():
+    x, h0 = ops.zeros((1, 2, 3)), ops.zeros((1, 3))
+    kwargs = dict(decay=0.5, learning_rate=0.5)
+    with pytest.raises(ValueError, match="`implementation`.*Received: implementation='fast'"):
+        fast_weights_loop(lambda x_t, h, f: h, x, h0, implementation="fast", **kwargs)
+    with pytest.raises(ValueError, match="`decay`"):
+        fast_weights_loop(lambda x_t, h, f: h, x, h0, **{**kwargs, "decay": 1.5})
 
 
 def test_memory_segments():
