@@ -21,7 +21,12 @@ import keras
 import numpy as np
 from keras.src import testing
 
-__all__ = ["LayerConformanceTestCase"]
+__all__ = ["RNN_SUPPORTS_MASKING", "LayerConformanceTestCase"]
+
+# What `keras.layers.RNN` declares, which the layers built on it and the cells tested inside
+# it inherit: `True` up to Keras 3.15, `False` in keras-nightly 3.16 (whose `RNN` still
+# applies the mask in `call`; the masking tests of each layer check that it does).
+RNN_SUPPORTS_MASKING = keras.layers.RNN(keras.layers.SimpleRNNCell(1)).supports_masking
 
 
 def _as_list(x):

@@ -4,7 +4,7 @@ the three families).
 """
 
 from keras_normkit.layers import LayerNormGRU, LayerNormGRUCell
-from tests.conformance import LayerConformanceTestCase
+from tests.conformance import RNN_SUPPORTS_MASKING, LayerConformanceTestCase
 
 # --------------------------------------------------------------------------------------
 # Conformance (RNN + Bidirectional for cells; the convenience layers on their own).
@@ -18,7 +18,7 @@ class GRUConformanceTest(LayerConformanceTestCase):
             {"units": 3, "reset_after": False},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             expected_num_trainable_weights=9,
             atol=1e-5,
         )
@@ -29,7 +29,7 @@ class GRUConformanceTest(LayerConformanceTestCase):
             {"units": 3, "dropout": 0.2, "seed": 2},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             dynamic_axes=(1,),
             atol=1e-5,
         )

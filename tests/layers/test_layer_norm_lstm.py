@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_normkit.layers import LayerNormLSTM, LayerNormLSTMCell
-from tests.conformance import LayerConformanceTestCase
+from tests.conformance import RNN_SUPPORTS_MASKING, LayerConformanceTestCase
 from tests.layers.test_layer_norm_rnn import _inputs, _tfa_layer_norm, _tfa_weights, _w, randomize
 
 
@@ -56,7 +56,7 @@ class LSTMConformanceTest(LayerConformanceTestCase):
             input_shape=(2, 4, 3),
             rnn_kwargs={"return_sequences": True},
             expected_output_shape=(2, 4, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             expected_num_trainable_weights=9,
             atol=1e-5,
         )
@@ -67,7 +67,7 @@ class LSTMConformanceTest(LayerConformanceTestCase):
             {"units": 3, "return_sequences": True, "carry_normalized_state": True},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 4, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             dynamic_axes=(1,),
             atol=1e-5,
         )

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 
 from keras_normkit.layers import LayerNormSimpleRNN, LayerNormSimpleRNNCell
-from tests.conformance import LayerConformanceTestCase
+from tests.conformance import RNN_SUPPORTS_MASKING, LayerConformanceTestCase
 from tests.layers.test_layer_norm_rnn import _tfa_layer_norm, _tfa_weights
 
 # --------------------------------------------------------------------------------------
@@ -23,7 +23,7 @@ class SimpleRNNConformanceTest(LayerConformanceTestCase):
             {"units": 3, "dropout": 0.1, "recurrent_dropout": 0.1, "seed": 1},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             expected_num_trainable_weights=5,
             atol=1e-5,
         )
@@ -34,7 +34,7 @@ class SimpleRNNConformanceTest(LayerConformanceTestCase):
             {"units": 3, "go_backwards": True},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=True,
+            supports_masking=RNN_SUPPORTS_MASKING,
             atol=1e-5,
         )
 
