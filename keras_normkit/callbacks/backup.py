@@ -9,7 +9,11 @@ import keras
 import numpy as np
 
 from keras_normkit._validation import check_bool, check_choice, check_int
-from keras_normkit.backend.distribution import is_chief, process_count
+from keras_normkit.backend.distribution import (
+    check_supported_processes,
+    is_chief,
+    process_count,
+)
 from keras_normkit.callbacks._codec import decode_state, encode_state
 from keras_normkit.callbacks._registry import BACKUP, MEMBER, fit_callbacks, register
 
@@ -115,6 +119,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     # ----------------------------------------------------------------- restoring
 
     def on_train_begin(self, logs=None):
+        check_supported_processes("BackupAndRestore")
         if process_count() > 1 and self.save_freq != "epoch":
             raise ValueError(
                 "In a multi-process run `BackupAndRestore` backs up at the end of each epoch "

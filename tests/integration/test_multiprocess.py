@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -33,18 +32,14 @@ import time
 import numpy as np
 import pytest
 
+from tests.integration.processes import free_port
+
 WORKER = pathlib.Path(__file__).with_name("multiprocess_worker.py")
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed"),
 ]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def _env():
@@ -56,7 +51,7 @@ def _env():
 def _launch(out, backup, processes=1, extra=(), per_process=None):
     """Start the processes of one run; returns the `Popen`s."""
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     procs = []
     for index in range(processes):
         args = [sys.executable, str(WORKER), str(out), str(backup), *extra]
