@@ -14,6 +14,7 @@ plateaus; the reference stops after 5 validations, i.e. 50 epochs, without a bet
 validation accuracy (ties: loss) is selected and its test error reported:
 
     python examples/babi/train.py --data ../shared/data/babi --set 1k --task 1 4 --json out.json
+    python examples/babi/train.py --report out.json --set 1k     # the table, beside the paper
 
 Generated bAbI-style tasks 1 and 2 (`generate.py`, no download, the example's first protocol):
 
@@ -372,6 +373,55 @@ def train_real(
     }
 
 
+#: Seo et al. (ICLR 2017), QRN 2r on bAbI 1k: the per-task test errors (%) the paper gives,
+#: its average and failed tasks (error > 5 %); on 10k, 6r200's average.
+PAPER = {
+    "1k": {"tasks": {2: 0.7, 3: 5.7, 4: 0.0, 5: 1.1}, "average": 9.9, "failed": 7},
+    "10k": {"tasks": {}, "average": 0.3, "failed": 1},
+}
+
+
+def report(saved, set_name, models=("qrn", "lstm")):
+    """The table of a results JSON as Markdown: per task, ours beside the paper's numbers.
+
+    Returns the Markdown; the last rows give the average, the failed tasks (> 5 %) and the
+    wall time over the tasks that were run, and name the tasks not run yet.
+    """
+    paper = PAPER[set_name]
+    found = {kind: {} for kind in models}
+    for result in saved.values():
+        if result.get("set") == set_name and result.get("model") in found:
+            found[result["model"]][result["task"]] = result
+    models = [kind for kind in models if found[kind]]
+    header = "| task | paper (QRN 2r) | " + " | ".join(
+        f"ours, {kind.upper()} (best epoch)" for kind in models
+    )
+    lines = [header + " |", "|---" * (2 + len(models)) + "|"]
+    for task in babi_data.TASKS:
+        cells = [f"{paper['tasks'][task]:.1f}" if task in paper["tasks"] else "—"]
+        for kind in models:
+            result = found[kind].get(task)
+            cells.append(
+                "not run"
+                if result is None
+                else f"{100 * result['test_error']:.1f} ({result['best_epoch']})"
+            )
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    summary = {"average": [f"**{paper['average']:.1f}**"], "failed": [str(paper["failed"])]}
+    summary["wall time"] = ["—"]
+    for kind in models:
+        errors = [100 * r["test_error"] for r in found[kind].values()]
+        n = len(errors)
+        suffix = "" if n == len(babi_data.TASKS) else f" ({n} tasks)"
+        summary["average"].append(f"**{np.mean(errors):.1f}**{suffix}")
+        summary["failed"].append(f"{sum(e > 5 for e in errors)}{suffix}")
+        hours = sum(r["seconds"] for r in found[kind].values()) / 3600
+        summary["wall time"].append(f"{hours:.1f} h{suffix}")
+    for name, cells in summary.items():
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main_real(args):
     """`--data`/`--set`: the protocol on real bAbI tasks, results merged into `--json`."""
     try:
@@ -476,7 +526,12 @@ def main():
     )
     parser.add_argument("--save", default=None, help="JSON file for the learning curves")
     parser.add_argument("--tag", default="", help="suffix of the result names in --save")
+    parser.add_argument(
+        "--report", default=None, metavar="JSON", help="print the table of a results JSON"
+    )
     args = parser.parse_args()
+    if args.report:
+        return print(report(json.loads(pathlib.Path(args.report).read_text()), args.set or "1k"))
     if args.data is not None or args.set is not None:
         args.set = args.set or "1k"
         return main_real(args)

@@ -159,6 +159,31 @@ def test_offline_download_fails_with_one_sentence(babi, monkeypatch, capsys):
     assert exit_.value.code == message  # printed as is, no traceback
 
 
+def test_report_puts_ours_beside_the_paper(babi):
+    """`train.py --report`: per task ours and the paper's, the average and failed tasks."""
+    _, train = babi
+    saved = {
+        f"1k_task{t}_qrn": {
+            "set": "1k",
+            "model": "qrn",
+            "task": t,
+            "test_error": e,
+            "best_epoch": 7,
+            "seconds": 1800,
+        }
+        for t, e in [(2, 0.01), (3, 0.30), (4, 0.0)]
+    }
+    saved["10k_task2_qrn"] = dict(saved["1k_task2_qrn"], set="10k", test_error=0.5)
+    lines = train.report(saved, "1k").splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:]}
+    assert rows["2"] == "| 2 | 0.7 | 1.0 (7) |"
+    assert rows["3"] == "| 3 | 5.7 | 30.0 (7) |"
+    assert rows["1"] == "| 1 | — | not run |"
+    assert rows["average"] == "| average | **9.9** | **10.3** (3 tasks) |"
+    assert rows["failed"] == "| failed | 7 | 1 (3 tasks) |"
+    assert rows["wall time"] == "| wall time | — | 1.5 h (3 tasks) |"
+
+
 def test_every_1k_file_has_1000_questions(babi, release):
     data, _ = babi
     for task in data.TASKS:
