@@ -274,7 +274,9 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         os.makedirs(self.backup_dir, exist_ok=True)
         arrays = {}
         states = {key: callback.get_state() for key, callback in self.members().items()}
-        states[RANDOM_STATE] = _random_state(self.model)
+        random_state = _random_state(self.model)
+        if random_state:  # only models with random generators (dropout, noise) have one
+            states[RANDOM_STATE] = random_state
         encoded = encode_state(states, arrays)
         keep = sorted(self._saved)[-(2 if self.double_checkpoint else 1) :]
         self._saved = {e: self._saved[e] for e in keep if e != epoch}
