@@ -147,7 +147,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         arrays = self._load_arrays(document["arrays"].get(str(epoch)))
         self._restored = decode_state(states, arrays)
         random_state = self._restored.pop(RANDOM_STATE, None)
-        if random_state is not None:  # backups written before 0.2 have none
+        if random_state is not None:  # none: no random generators, or a backup before 0.2
             _set_random_state(self.model, random_state)
 
     def _resumed_epoch(self):
