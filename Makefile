@@ -7,9 +7,10 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_ENABLE_ONEDNN_OPTS ?= 0
 export PYTHONHASHSEED ?= 0
 # Tests run in parallel (pytest-xdist), one worker per core by default; `make test WORKERS=0`
-# runs them in one process.
+# runs them in one process. `loadgroup`: the tests of one `xdist_group` share a worker (and
+# their module's fixtures).
 WORKERS ?= auto
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS)
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
 # Extra pip arguments for the installs (test-keras-min passes a constraints file).
 PIP_ARGS ?=
 

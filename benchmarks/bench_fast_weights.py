@@ -14,6 +14,12 @@ Sections (one run prints markdown tables):
   is within 1.1x of the faster one.
 * `memory`: peak resident memory of a training step (each in a fresh subprocess) at
   T = 400, units = 256, B = 32.
+* `profile`: where the time of one XLA-compiled training step goes at T = 200, 64 units,
+  B = 64 (the matrix form; issue 28, decision 3): the Keras `train_on_batch` step against
+  the layer's forward + backward alone (no optimizer, no trainer), its forward alone, and
+  the engine (`fast_weights_loop`) run with parts of the step removed: no layer norm, no
+  `A·h` (fast weights written but never read), and an LSTM and a layer-normalized
+  `tanh` RNN step in the same chunked loop shape for scale. Not part of `all`.
 * `first`: the first `fit` epoch (tracing and compiling included) and the second one, each
   model in a fresh subprocess: `FastWeightsRNN(32)` vs `keras.layers.LSTM(32)`, input
   (T = 12, 8), a `Dense(1)` head, Adam, 256 sequences, batch 32 (issue 17). Not part of
@@ -232,10 +238,115 @@ def first_epoch(jit, repeats, steps=12, units=32):
         print(f"| {name} | {r['first_s']:.2f} | {r['second_s']:.3f} | {rel:.2f} |", flush=True)
 
 
+PROFILE_PARTS = {
+    "full": "the layer's step: b = W h + x, h0 = tanh(b), h1 = tanh(LN(b + A h0))",
+    "no_layer_norm": "h1 = tanh(b + A h0)",
+    "no_fast_read": "h1 = tanh(LN(b)): A written every chunk, never read",
+    "no_fast_weights": "h = tanh(LN(W h + x)) in keras.layers.RNN's loop, one step per iteration (no A)",
+}
+
+
+def profile(rounds, steps=200, units=64, batch=64, features=32):
+    """Times (ms, minimum of `rounds` interleaved calls) of the pieces of one XLA step."""
+    import tensorflow as tf
+
+    from keras_normkit.backend.keras_compat import backend_rnn
+    from keras_normkit.ops import layer_norm
+    from keras_normkit.ops.fast_weights_loop import fast_weights_loop
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(batch, steps, features)), tf.float32)
+    y = tf.constant(rng.normal(size=(batch, units)), tf.float32)
+    models = {kind: make_model(kind, steps, features, units, True) for kind in ("lstm", "matrix")}
+    calls = {
+        f"train_on_batch {kind}": (lambda m=m: m.train_on_batch(x, y)) for kind, m in models.items()
+    }
+    for kind in ("lstm", "matrix"):
+        layer = models[kind].layers[-1]
+
+        @tf.function(jit_compile=True)
+        def forward_backward(layer=layer):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((layer(x, training=True) - y) ** 2)
+            return tape.gradient(loss, layer.trainable_variables)
+
+        @tf.function(jit_compile=True)
+        def forward(layer=layer):
+            return layer(x)
+
+        calls[f"forward+backward {kind}"] = forward_backward
+        calls[f"forward {kind}"] = forward
+    init = keras.initializers.GlorotUniform(seed=0)
+    kernel = tf.Variable(init((features, units)))
+    recurrent = tf.Variable(keras.initializers.Orthogonal(seed=0)((units, units)))
+    gamma, beta = tf.Variable(tf.ones((units,))), tf.Variable(tf.zeros((units,)))
+    variables = [kernel, recurrent, gamma, beta]
+
+    def ln(z):
+        return layer_norm(z, gamma, beta, 1e-3, derived_gradient=False)
+
+    def engine(part):
+        def step(projected, h, fast_apply):
+            b = projected + h @ recurrent
+            if part == "no_fast_read":
+                return tf.tanh(ln(b))
+            read = fast_apply(tf.tanh(b))
+            return tf.tanh(b + read if part == "no_layer_norm" else ln(b + read))
+
+        @tf.function(jit_compile=True)
+        def run():
+            with tf.GradientTape() as tape:
+                if part == "no_fast_weights":
+
+                    def rnn_step(x_t, states):
+                        h = tf.tanh(ln(x_t + states[0] @ recurrent))
+                        return h, [h]
+
+                    _, _, (h,) = backend_rnn(
+                        rnn_step, x @ kernel, [tf.zeros((batch, units))], unroll=False
+                    )
+                else:
+                    h = fast_weights_loop(
+                        step,
+                        x @ kernel,
+                        tf.zeros((batch, units)),
+                        decay=0.95,
+                        learning_rate=0.5,
+                        xla=True,
+                    )[0]
+                loss = tf.reduce_mean((h - y) ** 2)
+            return tape.gradient(loss, variables)
+
+        return run
+
+    for part in PROFILE_PARTS:
+        calls[f"engine: {part}"] = engine(part)
+    for fn in calls.values():
+        fn()
+        fn()
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            start = time.perf_counter()
+            out = fn()
+            if isinstance(out, (list, tuple)):
+                [np.asarray(v) for v in out]
+            times[name].append(time.perf_counter() - start)
+    print(f"\n### One XLA training step, T = {steps}, {units} units, B = {batch}, matrix form\n")
+    print("| piece | ms (min) | ms (q25) | ms (median) | ms (q75) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t in times.items():
+        label = f"{name} ({PROFILE_PARTS[name[8:]]})" if name.startswith("engine: ") else name
+        q25, q50, q75 = np.percentile(t, [25, 50, 75]) * 1e3
+        print(
+            f"| {label} | {np.min(t) * 1e3:.1f} | {q25:.1f} | {q50:.1f} | {q75:.1f} |", flush=True
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--section", choices=["all", "speed", "grid", "memory", "first"], default="all"
+        "--section", choices=["all", "speed", "grid", "memory", "first", "profile"], default="all"
     )
     parser.add_argument("--jit", type=int, choices=[0, 1], default=None)
     parser.add_argument("--rounds", type=int, default=10)
@@ -254,6 +365,9 @@ def main():
     if args.child_first:
         steps, units = (int(v) for v in (args.configs or "12x32").split("x"))
         first_epoch_child(args.child_first, bool(args.jit), steps, units)
+        return
+    if args.section == "profile":
+        profile(args.rounds)
         return
     jits = [False, True] if args.jit is None else [bool(args.jit)]
     configs = SPEED_CONFIGS

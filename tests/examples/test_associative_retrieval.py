@@ -40,7 +40,7 @@ def test_train_runs_exactly_the_requested_updates():
         updates=70,
         batch_size=10,
         eval_every=30,
-        jit_compile=False,
+        jit_compile="auto",  # XLA on JAX; TensorFlow on a CPU and torch: none
         verbose=False,
     )
     assert [p["updates"] for p in curve] == [30, 60, 70]
@@ -61,7 +61,7 @@ def test_train_ends_at_the_best_validation_point():
         batch_size=20,
         learning_rate=3e-2,  # large: the validation accuracy moves between evaluations
         eval_every=10,
-        jit_compile=False,
+        jit_compile="auto",  # XLA on JAX; TensorFlow on a CPU and torch: none
         verbose=False,
     )
     best = [p for p in curve if p["best"]]
