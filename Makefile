@@ -102,8 +102,10 @@ dist: $(VENV)/.installed-dev
 smoke-wheel: dist
 	bash .ci/smoke_wheel.sh dist
 
+# The benchmarks run with TensorFlow's default oneDNN setting (on for x86 CPUs), as users get
+# it, not with the tests' TF_ENABLE_ONEDNN_OPTS=0 above.
 bench: $(VENV)/.installed-dev
-	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do env -u TF_ENABLE_ONEDNN_OPTS $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) .venv-keras-min $(NIGHTLY_VENV) build dist site *.egg-info .pytest_cache .ruff_cache
