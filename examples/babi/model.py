@@ -21,6 +21,7 @@ import keras
 from keras import ops
 
 from keras_normkit.layers import QRN, PositionEncoding
+from keras_normkit.ops import linear_scan
 
 INIT_SCALE = 3**0.5  # uniform [-sqrt(3), sqrt(3)]: unit variance, as in the reference code
 
@@ -52,6 +53,43 @@ def _inputs(max_sentences, sentence_length, vocab_size, dim, init_scale=None, we
     return story, question, encode(embed(story)), encode(embed(question))
 
 
+class TiedLastQRN(keras.layers.Layer):
+    """The last layer of a QRN stack with tied weights: forward, no reset gate, and the
+    weights of the stack's first `QRN` layer (its update gate and candidate), as the
+    reference code runs its layers (one set of variables, `reuse_variables()`).
+
+    `h_t = (1 - z_t) h_{t-1} + z_t h~_t` with the first layer's `z` and `h~`; returns the
+    state at the last step (masked steps keep the state). It holds another layer, so a
+    model with it saves its weights (`save_weights`), not a `.keras` file.
+    """
+
+    def __init__(self, shared, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(shared, QRN):
+            raise TypeError(f"`shared` must be a `QRN` layer. Received: {shared!r}")
+        self.shared = shared
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        x, q = inputs
+        cell = self.shared.cell
+        u_z, _ = cell.gate_logits(x, ops.expand_dims(q, 1) if len(q.shape) == 2 else q)
+        a = ops.cast(ops.sigmoid(-u_z), "float32")
+        b = ops.cast(ops.sigmoid(u_z) * cell.candidate(x, q), "float32")
+        step_mask = mask[0] if isinstance(mask, (list, tuple)) else mask
+        if step_mask is not None:
+            keep = ops.expand_dims(ops.cast(step_mask, "bool"), -1)
+            a = ops.where(keep, a, ops.ones_like(a))
+            b = ops.where(keep, b, ops.zeros_like(b))
+        return ops.cast(linear_scan(a, b)[:, -1], self.compute_dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0][0], self.shared.units)
+
+
 def build_qrn(
     max_sentences,
     sentence_length,
@@ -63,6 +101,7 @@ def build_qrn(
     update_gate_bias=-2.5,
     init_scale=INIT_SCALE,
     weight_decay=0.001,
+    tie_layers=False,
 ):
     """The "2rb" QRN: `layers - 1` bidirectional QRN layers with reset gates, then a last one.
 
@@ -71,7 +110,13 @@ def build_qrn(
     `update_gate_bias` initializes `b_z` (negative: gates start mostly closed, the
     reference's "forget bias" 2.5); `init_scale` bounds the uniform initialization of the
     embeddings and gate kernels; `weight_decay` is the L2 coefficient of all weight matrices.
+    `tie_layers`: every layer uses the first layer's weights, as the reference code does
+    (the last one through `TiedLastQRN`); not with `last_bidirectional`.
     """
+    if tie_layers and last_bidirectional:
+        raise ValueError(
+            "`tie_layers=True` needs the reference's last layer: `last_bidirectional=False`."
+        )
     story, question, x, q = _inputs(
         max_sentences, sentence_length, vocab_size, dim, init_scale, weight_decay
     )
@@ -79,6 +124,9 @@ def build_qrn(
     qrn_layers = []
     for i in range(layers):
         last = i == layers - 1
+        if tie_layers and i > 0:
+            h = (TiedLastQRN(qrn_layers[0], name=f"qrn_{i + 1}") if last else qrn_layers[0])([x, h])
+            continue
         qrn_layers.append(
             QRN(
                 dim,

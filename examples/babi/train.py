@@ -258,6 +258,7 @@ def train_real(
     learning_rate=None,
     weight_decay=None,
     layers=2,
+    tie_layers=False,
     optimizer=None,
     test_curve=False,
     verbose=1,
@@ -283,7 +284,9 @@ def train_real(
         run_start = time.time()
         keras.utils.set_random_seed(seed + k)
         if kind == "qrn":
-            net = babi_model.build_qrn(*shape, dim=dim, layers=layers, weight_decay=weight_decay)
+            net = babi_model.build_qrn(
+                *shape, dim=dim, layers=layers, weight_decay=weight_decay, tie_layers=tie_layers
+            )
         else:
             net = babi_model.build_lstm(*shape, dim=dim)
         babi_model.compile_model(net, optimizer, learning_rate if kind == "qrn" else None)
@@ -368,6 +371,7 @@ def train_real(
             learning_rate=learning_rate,
             weight_decay=weight_decay,
             layers=layers,
+            tie_layers=tie_layers,
             optimizer=optimizer,
         ),
     }
@@ -451,6 +455,7 @@ def main_real(args):
                 learning_rate=args.learning_rate,
                 weight_decay=args.weight_decay,
                 layers=args.layers,
+                tie_layers=args.tie_layers,
                 optimizer=args.qrn_optimizer if kind == "qrn" else args.lstm_optimizer,
                 test_curve=args.test_curve,
             )
@@ -502,6 +507,11 @@ def main():
     )
     real.add_argument("--memory-size", type=int, default=babi_data.MEMORY_SIZE)
     real.add_argument("--layers", type=int, default=2)
+    real.add_argument(
+        "--tie-layers",
+        action="store_true",
+        help="every QRN layer uses the first layer's weights, as the reference code does",
+    )
     real.add_argument("--batch-size", type=int, default=None)
     real.add_argument("--learning-rate", type=float, default=None)
     real.add_argument("--test-curve", action="store_true", help="record test accuracy per epoch")

@@ -70,3 +70,36 @@ def test_model_uses_library_position_encoding_with_padded_length(babi):
     encoder = model.build_qrn(3, 4, 10, dim=6).get_layer("position_encoding")
     assert isinstance(encoder, PositionEncoding)
     assert encoder.use_padded_length  # J = padded length, as before: bAbI numbers unchanged
+
+
+def test_tied_layers_compute_the_untied_model_with_the_first_layers_weights(babi):
+    """`tie_layers=True`: the last layer reads the first layer's update gate and candidate,
+    so the tied model equals the untied one whose last layer holds copies of them."""
+    sys.path.insert(0, str(BABI))
+    try:
+        import model
+    finally:
+        sys.path.remove(str(BABI))
+    dim, sentences, words, vocab = 6, 5, 4, 12
+    tied = model.build_qrn(sentences, words, vocab, dim=dim, tie_layers=True)
+    untied = model.build_qrn(sentences, words, vocab, dim=dim)
+    # The last layer adds no variable (it has its update gate, kernel and biases untied).
+    assert len(untied.trainable_weights) - len(tied.trainable_weights) == 4
+    assert isinstance(tied.get_layer("qrn_2"), model.TiedLastQRN)
+    first = tied.get_layer("qrn_1").cell
+    for name in ("embedding", "qrn_1", "answer"):
+        untied.get_layer(name).set_weights(tied.get_layer(name).get_weights())
+    gate_kernel, gate_bias, kernel, bias = first.get_weights()
+    untied.get_layer("qrn_2").set_weights([gate_kernel[:, :1], gate_bias[:1], kernel, bias])
+    rng = np.random.default_rng(0)
+    stories = rng.integers(1, vocab + 1, size=(3, sentences, words))
+    stories[0, 3:] = 0  # padding sentences are masked
+    stories[1, :, 2:] = 0  # and padding words
+    questions = rng.integers(1, vocab + 1, size=(3, words))
+    np.testing.assert_allclose(
+        tied.predict([stories, questions], verbose=0),
+        untied.predict([stories, questions], verbose=0),
+        atol=1e-6,
+    )
+    with pytest.raises(ValueError, match="last_bidirectional"):
+        model.build_qrn(sentences, words, vocab, dim=dim, tie_layers=True, last_bidirectional=True)
