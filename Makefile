@@ -75,8 +75,9 @@ test-keras-nightly:
 	$(NIGHTLY_VENV)/bin/python -c "import keras; print('keras', keras.__version__); assert '.dev' in keras.__version__"
 	$(NIGHTLY_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m "not slow" tests/layers tests/ops tests/backend
 
+# `--durations`: CI's log shows where the slow suite's time goes.
 test-slow: $(VENV)/.installed-dev
-	$(PYTEST) -m slow
+	$(PYTEST) -m slow --durations=25
 
 # The API reference (mkdocs + mkdocstrings); --strict turns every broken reference into an error.
 docs: $(VENV)/.installed-dev
