@@ -17,9 +17,10 @@ Sections (one run prints markdown tables):
 * `profile`: where the time of one XLA-compiled training step goes at T = 200, 64 units,
   B = 64 (the matrix form; issue 28, decision 3): the Keras `train_on_batch` step against
   the layer's forward + backward alone (no optimizer, no trainer), its forward alone, and
-  the engine (`fast_weights_loop`) run with parts of the step removed: no layer norm, no
-  `A·h` (fast weights written but never read), and an LSTM and a layer-normalized
-  `tanh` RNN step in the same chunked loop shape for scale. Not part of `all`.
+  the engine (`fast_weights_loop`) run with parts of the step removed (no layer norm; no
+  `A·h`: fast weights written but never read), and for scale a layer-normalized `tanh` RNN
+  without fast weights in Keras's RNN loop, one step per iteration; the same for an LSTM
+  where it applies (`train_on_batch`, forward + backward, forward). Not part of `all`.
 * `first`: the first `fit` epoch (tracing and compiling included) and the second one, each
   model in a fresh subprocess: `FastWeightsRNN(32)` vs `keras.layers.LSTM(32)`, input
   (T = 12, 8), a `Dense(1)` head, Adam, 256 sequences, batch 32 (issue 17). Not part of
@@ -247,7 +248,8 @@ PROFILE_PARTS = {
 
 
 def profile(rounds, steps=200, units=64, batch=64, features=32):
-    """Times (ms, minimum of `rounds` interleaved calls) of the pieces of one XLA step."""
+    """Times (ms: minimum and quartiles of `rounds` interleaved calls) of the pieces of one
+    XLA step."""
     import tensorflow as tf
 
     from keras_normkit.backend.keras_compat import backend_rnn

@@ -83,7 +83,7 @@ def test_tied_layers_compute_the_untied_model_with_the_first_layers_weights(babi
     dim, sentences, words, vocab = 6, 5, 4, 12
     tied = model.build_qrn(sentences, words, vocab, dim=dim, tie_layers=True)
     untied = model.build_qrn(sentences, words, vocab, dim=dim)
-    # The last layer adds no variable (it has its update gate, kernel and biases untied).
+    # Tied, the last layer adds no variable; untied, it has its own gate, kernel and biases.
     assert len(untied.trainable_weights) - len(tied.trainable_weights) == 4
     assert isinstance(tied.get_layer("qrn_2"), model.TiedLastQRN)
     first = tied.get_layer("qrn_1").cell
