@@ -14,7 +14,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist lo
 # Extra pip arguments for the installs (test-keras-min passes a constraints file).
 PIP_ARGS ?=
 
-.PHONY: demo test test-slow test-jax test-torch test-keras-min test-keras-nightly docs lint format format-check dist smoke-wheel bench clean
+.PHONY: demo test test-slow test-jax test-torch test-keras-min test-keras-nightly keras-min-venv keras-nightly-venv docs lint format format-check dist smoke-wheel bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,23 +56,36 @@ test-torch: $(VENV)/.installed-dev
 	KERAS_BACKEND=torch $(PYTEST) -m "not slow"
 
 # The fast suite against the oldest Keras we support (keras 3.10 with TensorFlow 2.20, the
-# newest TensorFlow that accepts it), in its own venv.
-test-keras-min:
-	$(MAKE) test VENV=.venv-keras-min PIP_ARGS="-c .ci/keras-min-constraints.txt"
-	.venv-keras-min/bin/python -c "import keras; assert keras.__version__.startswith('3.10'), keras.__version__"
+# newest TensorFlow that accepts it), in its own venv. `make keras-min-venv` only installs it
+# (.ci/run does that in the background while other tests run).
+KERAS_MIN_VENV := .venv-keras-min
+KERAS_MIN_PIP := -c .ci/keras-min-constraints.txt
+keras-min-venv:
+	$(MAKE) $(KERAS_MIN_VENV)/.installed-dev VENV=$(KERAS_MIN_VENV) PIP_ARGS="$(KERAS_MIN_PIP)"
+	$(KERAS_MIN_VENV)/bin/python -c "import keras; assert keras.__version__.startswith('3.10'), keras.__version__"
 
-# The layers, engines and backend code against the newest keras-nightly (TensorFlow backend), in
-# its own venv: a Keras release that changes what we rely on fails here before users see it.
-# `make test-keras-nightly KERAS_NIGHTLY===3.16.0.dev2026102704` pins one nightly.
+test-keras-min: keras-min-venv
+	$(MAKE) test VENV=$(KERAS_MIN_VENV) PIP_ARGS="$(KERAS_MIN_PIP)"
+
+# The layers, engines and backend code against keras-nightly (TensorFlow backend), in its own
+# venv: a Keras release that changes what we rely on fails here before users see it. The venv
+# takes the newest nightly when it is made (`make keras-nightly-venv`; `rm -rf
+# .venv-keras-nightly` for a newer one); `make test-keras-nightly
+# KERAS_NIGHTLY===3.16.0.dev2026102704` in a new venv pins one nightly.
 KERAS_NIGHTLY ?=
 NIGHTLY_VENV := .venv-keras-nightly
-test-keras-nightly:
+$(NIGHTLY_VENV)/.installed:
 	$(PYTHON) -m venv $(NIGHTLY_VENV)
 	$(NIGHTLY_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(NIGHTLY_VENV)/bin/python -m pip install --quiet -e ".[tensorflow]" pytest pytest-xdist hypothesis
 	$(NIGHTLY_VENV)/bin/python -m pip uninstall --quiet --yes keras
 	$(NIGHTLY_VENV)/bin/python -m pip install --quiet --pre --no-deps --force-reinstall "keras-nightly$(KERAS_NIGHTLY)"
 	$(NIGHTLY_VENV)/bin/python -c "import keras; print('keras', keras.__version__); assert '.dev' in keras.__version__"
+	touch $@
+
+keras-nightly-venv: $(NIGHTLY_VENV)/.installed
+
+test-keras-nightly: $(NIGHTLY_VENV)/.installed
 	$(NIGHTLY_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m "not slow" tests/layers tests/ops tests/backend
 
 # `--durations`: CI's log shows where the slow suite's time goes.
@@ -109,4 +122,4 @@ bench: $(VENV)/.installed-dev
 	for f in benchmarks/bench_*.py; do env -u TF_ENABLE_ONEDNN_OPTS $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .venv-keras-min $(NIGHTLY_VENV) build dist site *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(KERAS_MIN_VENV) $(NIGHTLY_VENV) build dist site *.egg-info .pytest_cache .ruff_cache

@@ -16,8 +16,16 @@ def makefile_targets():
     return set(re.findall(r"^([A-Za-z][\w.-]*):(?!=)", text, flags=re.MULTILINE))
 
 
+def matrix_values(matrix, key):
+    """The values `${{ matrix.KEY }}` takes: the list `matrix[KEY]` and the `include` entries."""
+    values = list(matrix.get(key, []))
+    values += [entry[key] for entry in matrix.get("include", []) if key in entry]
+    assert values, f"the workflow uses matrix.{key}, which its matrix does not define"
+    return values
+
+
 def workflow_make_targets():
-    """Every `make TARGET` a job runs, with `${{ matrix.target }}` expanded."""
+    """Every `make TARGET` a job runs, with `${{ matrix.KEY }}` expanded."""
     jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
     targets = set()
     for job in jobs.values():
@@ -25,10 +33,8 @@ def workflow_make_targets():
         for step in job["steps"]:
             for line in step.get("run", "").splitlines():
                 for word in re.findall(r"\bmake\s+(\$\{\{[^}]*\}\}|\S+)", line):
-                    if word == "${{ matrix.target }}":
-                        targets.update(matrix["target"])
-                    else:
-                        targets.add(word)
+                    key = re.fullmatch(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", word)
+                    targets.update(matrix_values(matrix, key[1]) if key else [word])
     return targets
 
 

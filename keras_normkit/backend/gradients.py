@@ -18,7 +18,8 @@ to the layer's trainable weights, as NumPy arrays.
   be called once in the graph (a shared layer's output is ambiguous) and have one output.
   Both backends share this runner (`_runner`); they differ in how they differentiate:
 - JAX: `jax.grad` of the loss as a function of the trainable values (through
-  `keras.StatelessScope`, so regularization losses see them too) and of the perturbations.
+  `keras.StatelessScope`, so regularization losses see them too) and of the perturbations,
+  compiled with `jax.jit` once (per probe shape) and reused at every call.
 - PyTorch: `torch.autograd.grad` of the loss with respect to the perturbations (zero
   tensors with `requires_grad=True`, created during the forward pass) and the trainable
   weights' `torch.nn.Parameter`s (`variable.value`); nothing is accumulated into `.grad`.
@@ -120,11 +121,41 @@ def _collect(layers, outputs, output_grads, weight_grads):
 
 
 def _jax(model, layers, run):
+    import jax
+
     trainable = list(model.trainable_variables)
     others = [v for v in model.variables if not any(v is t for t in trainable)]
+    names = [layer.name for layer in layers]
+
+    def forward(values, other_values, perturbations, x, y, sample_weight):
+        mapping = list(zip(trainable, values, strict=True))
+        mapping += list(zip(others, other_values, strict=True))
+        with keras.StatelessScope(state_mapping=mapping):
+            outputs, y_pred = run(x, lambda name, h: h + perturbations[name])
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+        return loss, outputs
+
+    # Compiled once per probe shape: the epochs after the first reuse it (run eagerly, every
+    # call would trace and compile the model's loops again).
+    @jax.jit
+    def compiled(values, other_values, x, y, sample_weight):
+        zero = dict.fromkeys(names, 0.0)
+        _, shapes = jax.eval_shape(forward, values, other_values, zero, x, y, sample_weight)
+        zeros = {n: jax.numpy.zeros(s.shape, s.dtype) for n, s in shapes.items()}
+        (_, outputs), grads = jax.value_and_grad(forward, argnums=(0, 2), has_aux=True)(
+            values, other_values, zeros, x, y, sample_weight
+        )
+        return outputs, grads
 
     def gradients(x, y, sample_weight=None):
-        return _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight)
+        x, y, sample_weight = keras.tree.map_structure(
+            lambda v: None if v is None else keras.ops.convert_to_tensor(v), (x, y, sample_weight)
+        )
+        outputs, (value_grads, output_grads) = compiled(
+            [v.value for v in trainable], [v.value for v in others], x, y, sample_weight
+        )
+        by_id = {id(v): g for v, g in zip(trainable, value_grads, strict=True)}
+        return _collect(layers, outputs, output_grads, by_id)
 
     return gradients
 
@@ -161,6 +192,7 @@ class _Perturb(keras.layers.Layer):
         super().__init__(**kwargs)
         self.target = target
         self._feed = feed
+        self.supports_masking = True  # the watched layer's mask reaches the layers after it
 
     def call(self, inputs):
         perturb = self._feed.perturb
@@ -227,29 +259,6 @@ def _functional_runner(model, layers):
         return dict(zip([layer.name for layer in layers], outputs, strict=True)), y_pred
 
     return run
-
-
-def _jax_gradients(model, layers, run, trainable, others, x, y, sample_weight):
-    import jax
-
-    x = keras.tree.map_structure(keras.ops.convert_to_tensor, x)
-
-    def forward(values, perturbations):
-        mapping = list(zip(trainable, values, strict=True)) + [(v, v.value) for v in others]
-        with keras.StatelessScope(state_mapping=mapping):
-            outputs, y_pred = run(x, lambda name, h: h + perturbations[name])
-            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
-        return loss, outputs
-
-    values = [v.value for v in trainable]
-    names = [layer.name for layer in layers]
-    _, shapes = jax.eval_shape(forward, values, dict.fromkeys(names, 0.0))
-    zeros = {n: jax.numpy.zeros(s.shape, s.dtype) for n, s in shapes.items()}
-    (_, outputs), (value_grads, output_grads) = jax.value_and_grad(
-        forward, argnums=(0, 1), has_aux=True
-    )(values, zeros)
-    by_id = {id(v): g for v, g in zip(trainable, value_grads, strict=True)}
-    return _collect(layers, outputs, output_grads, by_id)
 
 
 def _torch(model, layers, run):

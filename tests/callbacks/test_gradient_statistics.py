@@ -293,6 +293,30 @@ def test_functional_model_with_a_skip_connection_matches_the_chain_rule():
     assert [layer.name for layer in rebuilt.layers] == [layer.name for layer in model.layers]
 
 
+def test_a_watched_layer_passes_its_mask_on():
+    """Every backend: watching the layer before a masked LSTM leaves the LSTM's mask in place,
+    so the probe computes the model's own output (without the mask the LSTM would also run
+    over the padded steps)."""
+    from keras_normkit.backend.gradients import gradient_function
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(6, 5, 3)).astype("float32")
+    x[:3, 2:] = 0.0  # half of the sequences are padded after 2 steps
+    y = rng.normal(size=(6, 2)).astype("float32")
+    inputs = keras.Input((5, 3))
+    h = keras.layers.Masking(name="masking")(inputs)
+    h = keras.layers.Dense(4, name="dense")(h)
+    h = keras.layers.LSTM(3, name="lstm")(h)
+    model = keras.Model(inputs, keras.layers.Dense(2, name="out")(h))
+    model.compile("sgd", loss="mse")
+    computed = gradient_function(model, [model.get_layer("dense"), model.get_layer("out")])(x, y)
+    expected = keras.ops.convert_to_numpy(model(x))
+    np.testing.assert_allclose(computed["out"]["output"], expected, rtol=1e-5, atol=1e-6)
+    # The padded steps get no gradient through the masked LSTM.
+    np.testing.assert_array_equal(computed["dense"]["output_grad"][:3, 2:], 0.0)
+    assert np.abs(computed["dense"]["output_grad"][3:, 2:]).max() > 0
+
+
 def test_a_shared_layer_cannot_be_watched_on_jax_and_torch():
     from keras_normkit.backend.gradients import gradient_function
 
