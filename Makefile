@@ -7,10 +7,9 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 export TF_ENABLE_ONEDNN_OPTS ?= 0
 export PYTHONHASHSEED ?= 0
 # Tests run in parallel (pytest-xdist), one worker per core by default; `make test WORKERS=0`
-# runs them in one process. `loadgroup`: the tests of one `xdist_group` share a worker (and
-# their module's fixtures).
+# runs them in one process.
 WORKERS ?= auto
-PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS)
 # Extra pip arguments for the installs (test-keras-min passes a constraints file).
 PIP_ARGS ?=
 
@@ -88,9 +87,12 @@ keras-nightly-venv: $(NIGHTLY_VENV)/.installed
 test-keras-nightly: $(NIGHTLY_VENV)/.installed
 	$(NIGHTLY_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) -m "not slow" tests/layers tests/ops tests/backend
 
+# `--dist loadfile`: the tests of one file share a worker, so a module's fixture runs once (the
+# two multi-process tests share five training runs; `--dist loadgroup` would group them by
+# mark, but with pytest 9.2 it silently stops grouping: pytest-xdist issue #1386).
 # `--durations`: CI's log shows where the slow suite's time goes.
 test-slow: $(VENV)/.installed-dev
-	$(PYTEST) -m slow --durations=25
+	$(PYTEST) --dist loadfile -m slow --durations=25
 
 # The API reference (mkdocs + mkdocstrings); --strict turns every broken reference into an error.
 docs: $(VENV)/.installed-dev

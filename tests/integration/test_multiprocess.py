@@ -36,12 +36,11 @@ from tests.integration.processes import free_port
 
 WORKER = pathlib.Path(__file__).with_name("multiprocess_worker.py")
 
+# `make test-slow` runs with `--dist loadfile`: one pytest-xdist worker runs both tests, so the
+# module's fixture trains its five runs once, not once per worker.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed"),
-    # One pytest-xdist worker runs both tests (`--dist loadgroup` in the Makefile), so the
-    # module's fixture trains its five runs once, not once per worker.
-    pytest.mark.xdist_group("multiprocess"),
 ]
 
 
