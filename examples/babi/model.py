@@ -72,10 +72,8 @@ class TiedLastQRN(keras.layers.Layer):
 
     def call(self, inputs, mask=None):
         x, q = inputs
-        cell = self.shared.cell
-        u_z, _ = cell.gate_logits(x, ops.expand_dims(q, 1) if len(q.shape) == 2 else q)
-        a = ops.cast(ops.sigmoid(-u_z), "float32")
-        b = ops.cast(ops.sigmoid(u_z) * cell.candidate(x, q), "float32")
+        a, b = self.shared.cell.recurrence_coefficients(x, q, with_reset_gate=False)
+        a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
         step_mask = mask[0] if isinstance(mask, (list, tuple)) else mask
         if step_mask is not None:
             keep = ops.expand_dims(ops.cast(step_mask, "bool"), -1)

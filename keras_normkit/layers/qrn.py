@@ -167,16 +167,18 @@ class QRNCell(keras.layers.Layer):
             qw = ops.expand_dims(qw, -2)
         return self.activation(xw + qw + self.bias)
 
-    def recurrence_coefficients(self, x, q):
+    def recurrence_coefficients(self, x, q, with_reset_gate=True):
         """`(a, b)` with `h_t = a_t * h_{t-1} + b_t`: `a = 1 - z`, `b = z * r * h~`.
 
         `q` has the shape of `x` or lacks its time axis (then it is broadcast over time).
         `a` is computed as `sigmoid(-u_z)`, exact even where `z` rounds to 1.
+        `with_reset_gate=False` leaves the reset gate out (`b = z * h~`), as a layer without
+        reset gate that shares this cell's weights computes it.
         """
         q_full = q if len(q.shape) == len(x.shape) else ops.expand_dims(q, -2)
         u_z, u_r = self.gate_logits(x, q_full)
         b = ops.sigmoid(u_z) * self.candidate(x, q)
-        if u_r is not None:
+        if u_r is not None and with_reset_gate:
             b = b * ops.sigmoid(u_r)
         return ops.sigmoid(-u_z), b
 

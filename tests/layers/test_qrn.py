@@ -426,6 +426,27 @@ def check_cell_in_rnn(vector_gates, use_reset_gate):
     np.testing.assert_allclose(to_numpy(out), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("vector_gates", [False, True])
+def test_recurrence_coefficients_with_and_without_the_reset_gate(vector_gates):
+    """`a = 1 - z`, `b = z r h~`; `with_reset_gate=False` gives `b = z h~` with the same `z`."""
+    rng = np.random.default_rng(17)
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    q = rng.normal(size=(2, 3)).astype("float32")  # broadcast over the steps
+    weights = random_weights(3, 4, True, vector_gates, seed=18)
+    cell = QRNCell(4, use_reset_gate=True, vector_gates=vector_gates)
+    cell.build((None, 6))
+    cell.set_weights([w.astype("float32") for w in weights])
+    z, r, candidate = numpy_gates(x, q, weights, 4, True, vector_gates)
+    for with_reset_gate, expected_b in ((True, z * r * candidate), (False, z * candidate)):
+        a, b = cell.recurrence_coefficients(
+            keras.ops.convert_to_tensor(x),
+            keras.ops.convert_to_tensor(q),
+            with_reset_gate=with_reset_gate,
+        )
+        np.testing.assert_allclose(to_numpy(a), np.broadcast_to(1 - z, a.shape), atol=1e-6)
+        np.testing.assert_allclose(to_numpy(b), expected_b, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------
 # Conformance (Keras run_layer_test, .keras round trip, SavedModel export with T = None).
 
