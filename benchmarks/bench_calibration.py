@@ -22,12 +22,12 @@
 import os
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
+from _timing import interleaved, median, minimum
 
 BUDGET = 64 * 2**20
 
@@ -38,12 +38,9 @@ def softmax(z):
 
 
 def best_of(fn, repeats=3):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+    """`(fastest of `repeats` calls in a row, in seconds; the last call's result)`."""
+    stats, results = median_and_best({"fn": fn}, repeats)
+    return stats["fn"][1], results["fn"]
 
 
 def bench_fit_temperature():
@@ -108,9 +105,10 @@ def memory_child(num_examples):
     except OSError:
         pass
     tracemalloc.start()
-    start = time.perf_counter()
-    wrapper.calibrate(dataset, verbose=0, max_memory_bytes=BUDGET)
-    elapsed = time.perf_counter() - start
+    calibrate = {
+        "calibrate": lambda: wrapper.calibrate(dataset, verbose=0, max_memory_bytes=BUDGET)
+    }
+    elapsed = minimum(interleaved(calibrate, 1, warmup=0)["calibrate"])  # the one call
     _, peak = tracemalloc.get_traced_memory()
     rss_after = _status_kib("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
@@ -142,16 +140,13 @@ def bench_memory():
         )
 
 
-def interleaved(functions, rounds=5):
-    """Run each function once per round, in turn; per function (median, best) seconds."""
-    times = {name: [] for name in functions}
+def median_and_best(functions, rounds=5):
+    """Run each function once per round, in turn; per function (median, best) seconds, and
+    per function the last call's result."""
     results = {}
-    for _ in range(rounds):
-        for name, fn in functions.items():
-            start = time.perf_counter()
-            results[name] = fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: (float(np.median(t)), min(t)) for name, t in times.items()}, results
+    times = interleaved(functions, rounds, warmup=0, results=results)
+    stats = {name: (median(t), minimum(t)) for name, t in times.items()}
+    return stats, {name: values[-1] for name, values in results.items()}
 
 
 def binning_reference(p, y, num_bins, strategy):
@@ -182,7 +177,7 @@ def bench_nonparametric(n=1_000_000):
     grid = np.linspace(0, 1, 100_001)
 
     print(f"Isotonic calibration, {n:,} binary scores (5 interleaved rounds)")
-    stats, fitted = interleaved(
+    stats, fitted = median_and_best(
         {
             "ours": lambda: fit_isotonic_calibration(p, y),
             "sklearn": lambda: IsotonicRegression(out_of_bounds="clip").fit(p, y),
@@ -205,7 +200,7 @@ def bench_nonparametric(n=1_000_000):
 
     for strategy in ("uniform", "quantile"):
         print(f"\nHistogram binning, 15 {strategy} bins, {n:,} binary scores (5 rounds)")
-        stats, fitted = interleaved(
+        stats, fitted = median_and_best(
             {
                 "ours": lambda s=strategy: fit_histogram_binning(p, y, 15, s),
                 "numpy": lambda s=strategy: binning_reference(p, y, 15, s),

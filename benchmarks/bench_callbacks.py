@@ -32,6 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _timing import interleaved
 from sklearn.datasets import load_digits
 
 from keras_normkit import callbacks, schedules
@@ -118,26 +119,36 @@ def main():
     x, y = np.tile(x, (args.repeat, 1)), np.tile(y, args.repeat)
     steps = int(np.ceil(len(x) / BATCH_SIZE))
     configs = configurations(x, y)
-    times = {name: [] for name in configs}
-    hooks = {name: [] for name in configs}
-    names = list(configs)
-    for round_ in range(args.rounds):
-        for name in names[round_ % len(names) :] + names[: round_ % len(names)]:  # rotate
-            model, extra = configs[name]()
-            spent = [0.0]
-            for callback in extra:
-                time_hooks(callback, spent)
-            timer = EpochTimer()
-            model.fit(
-                x,
-                y,
-                batch_size=BATCH_SIZE,
-                epochs=args.epochs,
-                callbacks=[*extra, timer],
-                verbose=0,
-            )
-            times[name].extend(timer.times[1:])  # drop the tracing epoch
-            hooks[name].append(spent[0] / args.epochs)
+
+    def train(configuration):
+        """Train one run; `(epoch times without the tracing epoch, hook seconds per epoch)`."""
+        model, extra = configuration()
+        spent = [0.0]
+        for callback in extra:
+            time_hooks(callback, spent)
+        timer = EpochTimer()
+        model.fit(
+            x,
+            y,
+            batch_size=BATCH_SIZE,
+            epochs=args.epochs,
+            callbacks=[*extra, timer],
+            verbose=0,
+        )
+        return timer.times[1:], spent[0] / args.epochs  # drop the tracing epoch
+
+    # The runs are interleaved by `_timing.interleaved` (the order rotates every round); the
+    # epoch times are those of `EpochTimer`, not the whole run's time it also measures.
+    runs = {}
+    interleaved(
+        {name: (lambda c=configuration: train(c)) for name, configuration in configs.items()},
+        args.rounds,
+        warmup=0,
+        order="rotate",
+        results=runs,
+    )
+    times = {name: [t for epochs, _ in r for t in epochs] for name, r in runs.items()}
+    hooks = {name: [spent for _, spent in r] for name, r in runs.items()}
 
     print(
         f"MLP 64-256-256-10 on digits, {steps} steps per epoch, backend {keras.backend.backend()}"

@@ -37,13 +37,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _timing import interleaved, minimum, quartiles
 
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 
@@ -71,25 +71,15 @@ def time_models(kinds, batch, steps, features, units, jit, rounds):
         models[kind] = make_model(kind, steps, features, units, jit)
         for _ in range(2):  # trace / compile and warm up
             models[kind].train_on_batch(x, y)
-    times = {kind: [] for kind in kinds}
-    for _ in range(rounds):
-        for kind, model in models.items():
-            start = time.perf_counter()
-            model.train_on_batch(x, y)
-            times[kind].append(time.perf_counter() - start)
-    return {kind: np.asarray(t) for kind, t in times.items()}
-
-
-def best(times):
-    """Minimum seconds per step."""
-    return float(np.min(times))
+    steps_of = {kind: (lambda m=model: m.train_on_batch(x, y)) for kind, model in models.items()}
+    return interleaved(steps_of, rounds, warmup=0)  # warmed up above, each in its session
 
 
 def ratio(numerator, denominator):
     """Ratio of the minimum times. (A median of per-round ratios was tried and rejected: a
     step right after a memory-hungry fast-weights step is often slowed several-fold, which
     biases the per-round ratios towards 1 when the two models differ a lot.)"""
-    return float(np.min(numerator) / np.min(denominator))
+    return minimum(numerator) / minimum(denominator)
 
 
 SPEED_CONFIGS = [(50, 128), (200, 64), (200, 256)]
@@ -118,7 +108,7 @@ def speed(jit, rounds, configs=SPEED_CONFIGS):
     kinds = ["lstm", "naive cell", "matrix", "memory"]
     for steps, units in configs:
         r = time_models(kinds, 64, steps, 32, units, jit, rounds)
-        t = {kind: best(v) for kind, v in r.items()}
+        t = {kind: minimum(v) for kind, v in r.items()}
         auto = training_auto(units, steps, jit)
         print(
             f"| {steps} | {units} | {t['lstm'] * 1e3:.1f} | {t['naive cell'] * 1e3:.1f} | "
@@ -136,7 +126,7 @@ def grid(jit, rounds, units_list=GRID_UNITS, steps_list=GRID_STEPS):
     for units in units_list:
         for steps in steps_list:
             r = time_models(["matrix", "memory"], 32, steps, 32, units, jit, rounds)
-            t = {kind: best(v) for kind, v in r.items()}
+            t = {kind: minimum(v) for kind, v in r.items()}
             auto = training_auto(units, steps, jit)
             mem_over_matrix = ratio(r["memory"], r["matrix"])
             auto_over_best = max(1.0, mem_over_matrix if auto == "memory" else 1 / mem_over_matrix)
@@ -158,12 +148,8 @@ def peak_memory_child(implementation, jit):
     x = np.random.default_rng(0).normal(size=(batch, steps, 32)).astype("float32")
     y = np.zeros((batch, units), "float32")
     model = make_model(implementation, steps, 32, units, jit)
-    start = time.perf_counter()
-    model.train_on_batch(x, y)
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    model.train_on_batch(x, y)
-    second = time.perf_counter() - start
+    step = {"step": lambda: model.train_on_batch(x, y)}
+    first, second = interleaved(step, 2, warmup=0)["step"][:, 0]  # compiling, then compiled
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"peak_mb": peak, "base_mb": base, "first_s": first, "step_s": second}))
 
@@ -200,12 +186,8 @@ def first_epoch_child(kind, jit, steps, units):
     )
     model = keras.Sequential([keras.Input((steps, 8)), layer, keras.layers.Dense(1)])
     model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True if jit else "auto")
-    start = time.perf_counter()
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
-    first = time.perf_counter() - start
-    start = time.perf_counter()
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
-    second = time.perf_counter() - start
+    epoch = {"epoch": lambda: model.fit(x, y, batch_size=32, epochs=1, verbose=0)}
+    first, second = interleaved(epoch, 2, warmup=0)["epoch"][:, 0]  # compiling, then compiled
     print(json.dumps({"first_s": first, "second_s": second}))
 
 
@@ -323,25 +305,20 @@ def profile(rounds, steps=200, units=64, batch=64, features=32):
 
     for part in PROFILE_PARTS:
         calls[f"engine: {part}"] = engine(part)
-    for fn in calls.values():
-        fn()
-        fn()
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            start = time.perf_counter()
-            out = fn()
-            if isinstance(out, (list, tuple)):
-                [np.asarray(v) for v in out]
-            times[name].append(time.perf_counter() - start)
+
+    def materialize(out):
+        if isinstance(out, (list, tuple)):
+            [np.asarray(v) for v in out]
+
+    times = interleaved(calls, rounds, warmup=2, after=materialize)
     print(f"\n### One XLA training step, T = {steps}, {units} units, B = {batch}, matrix form\n")
     print("| piece | ms (min) | ms (q25) | ms (median) | ms (q75) |")
     print("|---|---:|---:|---:|---:|")
     for name, t in times.items():
         label = f"{name} ({PROFILE_PARTS[name[8:]]})" if name.startswith("engine: ") else name
-        q25, q50, q75 = np.percentile(t, [25, 50, 75]) * 1e3
+        q25, q50, q75 = (1e3 * q for q in quartiles(t))
         print(
-            f"| {label} | {np.min(t) * 1e3:.1f} | {q25:.1f} | {q50:.1f} | {q75:.1f} |", flush=True
+            f"| {label} | {minimum(t) * 1e3:.1f} | {q25:.1f} | {q50:.1f} | {q75:.1f} |", flush=True
         )
 
 

@@ -37,7 +37,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -45,48 +44,35 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _timing import best_round_median, interleaved, median, paired_ratio_quartiles
 
 from keras_normkit.layers import FastWeightsRNN, LayerNormGRU, LayerNormLSTM, ScaleNormalization
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormRNNBase
 from keras_normkit.utils import fold_batch_normalization
 
 
-def median_time(fn, repeats):
-    fn()  # trace / compile / warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def compare(ours, theirs, repeats, rounds, pairs=0):
     """`(ours s, theirs s, (q25, q75) of the paired ratios or None)`.
 
-    `pairs == 0`: the best of `rounds` rounds of the median of `repeats` calls per side.
+    `pairs == 0`: the best of `rounds` rounds of the median of `repeats` calls per side
+    (each round's block of calls starts with one more, trace / compile / warm up, whose time
+    is dropped).
     `pairs > 0`: `pairs` single calls per side, alternating (the order flips every pair), so
     that a burst of load from elsewhere on a shared VM hits both sides of a pair; the medians
     of each side and the quartiles of the per-pair ratios.
     """
+    functions = {"ours": ours, "theirs": theirs}
     if pairs <= 0:
-        t_ours, t_theirs = float("inf"), float("inf")
-        for _ in range(rounds):
-            t_ours = min(t_ours, median_time(ours, repeats))
-            t_theirs = min(t_theirs, median_time(theirs, repeats))
-        return t_ours, t_theirs, None
-    for fn in (ours, theirs):
-        fn()  # trace / compile / warm up
-        fn()
-    times = np.zeros((pairs, 2))
-    for i in range(pairs):
-        for j in (0, 1) if i % 2 == 0 else (1, 0):
-            start = time.perf_counter()
-            (ours, theirs)[j]()
-            times[i, j] = time.perf_counter() - start
-    ratios = times[:, 0] / times[:, 1]
-    t_ours, t_theirs = np.median(times, axis=0)
-    return float(t_ours), float(t_theirs), tuple(np.percentile(ratios, [25, 75]))
+        times = interleaved(functions, rounds, repeats + 1, warmup=0)
+        # Column 0: each block's warm-up call, not part of the statistic.
+        return (
+            best_round_median(times["ours"][:, 1:]),
+            best_round_median(times["theirs"][:, 1:]),
+            None,
+        )
+    times = interleaved(functions, pairs, warmup=2, order="alternate")
+    q25, _, q75 = paired_ratio_quartiles(times["ours"], times["theirs"])
+    return median(times["ours"]), median(times["theirs"]), (q25, q75)
 
 
 def rnn_model(layer_cls, steps=50, features=32, units=128):

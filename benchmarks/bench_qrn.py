@@ -19,7 +19,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -27,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _timing import best_round_median, interleaved
 
 from keras_normkit.layers import QRN
 
@@ -64,29 +64,19 @@ def make_step(kind, steps):
     return step, inputs
 
 
-def median_seconds(step, inputs, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step(*inputs)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def seconds_per_step(kinds, steps, repeats, rounds):
     """Best over `rounds` interleaved rounds of the median of `repeats` calls, per kind.
 
     Interleaving puts the machine's noise on all the kinds compared alike.
     """
     compiled = {kind: make_step(kind, steps) for kind in kinds}
-    for step, inputs in compiled.values():
-        step(*inputs)  # trace and warm up
-        step(*inputs)
-    best = dict.fromkeys(kinds, float("inf"))
-    for _ in range(rounds):
-        for kind, (step, inputs) in compiled.items():
-            best[kind] = min(best[kind], median_seconds(step, inputs, repeats))
-    return best
+    times = interleaved(
+        {kind: (lambda s=step, i=inputs: s(*i)) for kind, (step, inputs) in compiled.items()},
+        rounds,
+        repeats,
+        warmup=2,  # trace and warm up
+    )
+    return {kind: best_round_median(t) for kind, t in times.items()}
 
 
 def peak_memory_bytes(steps):

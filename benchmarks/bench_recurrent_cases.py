@@ -34,13 +34,13 @@ Makefile sets it to 0 for the tests; run the scripts directly, as users do).
 import argparse
 import itertools
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _timing import best_round_median, interleaved, minimum
 
 from keras_normkit.layers import FastWeightsRNN, LayerNormLSTM
 
@@ -101,29 +101,12 @@ def calls(layer_cls, context, batch, steps, units, jit):
 
 def measure(fns, pairing, rounds, repeats):
     """`{name: (best round's median, minimum single call)}` in seconds, interleaved."""
-    samples = {name: [] for name in fns}
-    for _ in range(rounds):
-        if pairing == "block":
-            for name, fn in fns.items():
-                block = []
-                for _ in range(repeats):
-                    start = time.perf_counter()
-                    fn()
-                    block.append(time.perf_counter() - start)
-                samples[name].append(block)
-        else:
-            blocks = {name: [] for name in fns}
-            for _ in range(repeats):
-                for name, fn in fns.items():
-                    start = time.perf_counter()
-                    fn()
-                    blocks[name].append(time.perf_counter() - start)
-            for name in fns:
-                samples[name].append(blocks[name])
-    return {
-        name: (float(min(np.median(b) for b in s)), float(min(min(b) for b in s)))
-        for name, s in samples.items()
-    }
+    if pairing == "block":
+        samples = interleaved(fns, rounds, repeats, warmup=0)  # `calls` warmed them up
+    else:  # the models alternate call by call: `repeats` one-call rounds make a round
+        samples = interleaved(fns, rounds * repeats, warmup=0)
+        samples = {name: t.reshape(rounds, repeats) for name, t in samples.items()}
+    return {name: (best_round_median(t), minimum(t)) for name, t in samples.items()}
 
 
 def verdict(ratio, target):

@@ -10,7 +10,6 @@ TensorFlow backend compiles with XLA by default when every layer supports it).
 import argparse
 import itertools
 import os
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -18,6 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _timing import best_round_median, interleaved
 
 from keras_normkit.layers import SELU, AlphaDropout
 
@@ -36,16 +36,6 @@ def forward_backward(fn, jit_compile=False):
 
 def in_training(layer):
     return lambda v: layer(v, training=True)
-
-
-def best_time(step, x, repeats):
-    step(x).numpy()  # trace + warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step(x).numpy()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main(repeats=20, rounds=5):
@@ -70,12 +60,17 @@ def main(repeats=20, rounds=5):
     print(f"{'case':32s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s}")
     rows = []
     for (name, ours, theirs), jit in itertools.product(cases, (False, True)):
-        ours_step, theirs_step = forward_backward(ours, jit), forward_backward(theirs, jit)
+        sides = {"ours": forward_backward(ours, jit), "theirs": forward_backward(theirs, jit)}
         # Interleaved rounds share the machine's noise fairly; keep each side's best round.
-        t_ours, t_theirs = float("inf"), float("inf")
-        for _ in range(rounds):
-            t_ours = min(t_ours, best_time(ours_step, x, repeats))
-            t_theirs = min(t_theirs, best_time(theirs_step, x, repeats))
+        # Each round's block starts with a warm-up call (trace + warm up) whose time, column 0,
+        # is dropped.
+        times = interleaved(
+            {side: (lambda s=step: s(x).numpy()) for side, step in sides.items()},
+            rounds,
+            repeats + 1,
+            warmup=0,
+        )
+        t_ours, t_theirs = (best_round_median(times[side][:, 1:]) for side in ("ours", "theirs"))
         rows.append((name, jit, t_ours, t_theirs))
         print(
             f"{name:32s} {'on' if jit else 'off':>4s} {1e3 * t_ours:9.2f} {1e3 * t_theirs:9.2f} "
