@@ -11,7 +11,9 @@ after `--patience` epochs without improvement (by default 500: every epoch runs,
 Adagrad and the rate halved every 100 epochs the validation accuracy still rises after long
 plateaus; the reference stops after 5 validations, i.e. 50 epochs, without a better one); of
 `--restarts` runs the one of best
-validation accuracy (ties: loss) is selected and its test error reported:
+validation accuracy (ties: loss) is selected and its test error reported; with
+`--restart-below ACC` a further restart runs only while the best validation accuracy so far
+is below ACC (the reference instead stops its trials once a *test* accuracy is 100 %):
 
     python examples/babi/train.py --data ../shared/data/babi --set 1k --task 1 4 --json out.json
     python examples/babi/train.py --report out.json --set 1k     # the table, beside the paper
@@ -248,6 +250,7 @@ def train_real(
     restarts=1,
     seed=0,
     patience=500,
+    restart_below=None,
     lr_anneal_period=100,
     val_fraction=0.1,
     split_seed=0,
@@ -264,7 +267,12 @@ def train_real(
     verbose=1,
 ):
     """The protocol on one real bAbI task; returns a dict (test error of the selected run,
-    its seed, best epoch, the validation figures, every run, the wall time)."""
+    its seed, best epoch, the validation figures, every run, the wall time).
+
+    Of up to `restarts` runs (seeds `seed, seed + 1, ...`) the one of best validation
+    accuracy (ties: lower loss) is selected; with `restart_below` (a fraction), run `k > 0`
+    starts only if the best validation accuracy of the runs before it is below that.
+    """
     start = time.time()
     defaults = PROTOCOL[set]
     dim = dim or defaults["dim"]
@@ -281,6 +289,8 @@ def train_real(
     shape = stories.shape[1:] + (len(vocab),)
     runs, best = [], None
     for k in range(restarts):
+        if k and restart_below is not None and runs[best]["val_accuracy"] >= restart_below:
+            break
         run_start = time.time()
         keras.utils.set_random_seed(seed + k)
         if kind == "qrn":
@@ -358,6 +368,7 @@ def train_real(
         "config": dict(
             epochs=epochs,
             restarts=restarts,
+            restart_below=restart_below,
             patience=patience,
             lr_anneal_period=lr_anneal_period,
             val_fraction=val_fraction,
@@ -444,6 +455,7 @@ def main_real(args):
                 kind=kind,
                 epochs=args.epochs or 500,
                 restarts=args.restarts or 1,
+                restart_below=args.restart_below,
                 seed=args.seed,
                 patience=args.patience,
                 lr_anneal_period=args.lr_anneal_period,
@@ -498,6 +510,12 @@ def main():
         help="epochs without improvement before stopping [500: every epoch runs]",
     )
     real.add_argument("--lr-anneal-period", type=int, default=100)
+    real.add_argument(
+        "--restart-below",
+        type=float,
+        default=None,
+        help="run a further restart only while the best validation accuracy is below this",
+    )
     real.add_argument("--split-seed", type=int, default=0)
     real.add_argument(
         "--split",

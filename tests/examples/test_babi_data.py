@@ -270,6 +270,19 @@ def test_qrn_learns_real_tasks_1_and_4(babi, release):
         assert result["test_error"] <= target, (result["test_error"], curves["val"])
 
 
+def test_restarts_run_only_while_validation_is_below_the_threshold(babi, release):
+    _, train = babi
+    kwargs = dict(epochs=1, restarts=2, verbose=0)
+    never = train.train_real(20, "1k", release, restart_below=0.0, **kwargs)
+    always = train.train_real(20, "1k", release, restart_below=1.01, **kwargs)
+    assert [r["seed"] for r in never["runs"]] == [0]
+    assert [r["seed"] for r in always["runs"]] == [0, 1]
+    assert never["config"]["restart_below"] == 0.0
+    # the selection is on validation: the selected run has the best validation accuracy
+    best = max(always["runs"], key=lambda r: (r["val_accuracy"], -r["val_loss"]))
+    assert always["runs"][always["selected_run"]] is best
+
+
 def test_shared_10k_set_names_its_missing_file(babi, release):
     data, _ = babi
     name = data.file_name(3, "10k", "train")
