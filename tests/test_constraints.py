@@ -8,13 +8,13 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.optimize import minimize
 
 from keras_normkit.constraints import ParsevalConstraint, Simplex, project_to_simplex
-from tests.conftest import requires_xla
+from tests.conftest import max_examples, requires_xla
 
 
 def numpy_retraction(w, beta, conv_scaling=True):
@@ -655,6 +655,7 @@ def test_simplex_known_values():
     np.testing.assert_allclose(to_numpy(Simplex()(np.array([5.0, 1.0]))), [1.0, 0.0])
 
 
+@settings(max_examples=max_examples(25))
 @given(
     hnp.arrays(
         np.float64,

@@ -6,12 +6,12 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_normkit.calibration import TemperatureScaling, expected_calibration_error
 from keras_normkit.metrics import ExpectedCalibrationError
-from tests.conftest import requires_tensorflow
+from tests.conftest import max_examples, requires_tensorflow
 
 
 def random_probabilities(seed, n, k, sharpness=3.0):
@@ -31,6 +31,7 @@ def _hand_computed_example():
     assert float(metric.result()) == 0.0
 
 
+@settings(max_examples=max_examples(25))
 @given(
     seed=st.integers(0, 10_000),
     num_bins=st.integers(1, 25),

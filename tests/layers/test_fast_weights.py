@@ -180,10 +180,11 @@ def chunk_crossing_mask(rng, batch, steps):
 # the engine's tests run the long loops on JAX too.
 _LONG_ON_JAX = pytest.mark.skipif(
     keras.backend.backend() == "jax",
-    reason="on JAX the long cases only recompile; tests/ops/test_fast_weights_loop.py runs them",
+    reason="on JAX the chunked cases only recompile (~20 s each, eagerly); "
+    "tests/ops/test_fast_weights_loop.py runs chunked loops there",
 )
 GO_BACKWARDS_CASES = [
-    *(pytest.param(impl, backwards, steps, marks=[_LONG_ON_JAX] if steps > 21 else [])
+    *(pytest.param(impl, backwards, steps, marks=[_LONG_ON_JAX] if steps > 6 else [])
       for impl in IMPLEMENTATIONS for backwards in (False, True) for steps in (6, 21, 69)),
     pytest.param("memory", True, 133, marks=_LONG_ON_JAX),
 ]  # fmt: skip

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from keras_normkit.layers import QRN, QRNCell
 from tests.conformance import LayerConformanceTestCase
-from tests.conftest import requires_tensorflow, requires_xla
+from tests.conftest import max_examples, requires_tensorflow, requires_xla
 
 # ---------------------------------------------------------------------------------------------
 # NumPy reference, written from the equations of Seo et al. (2017), float64, step by step.
@@ -139,7 +139,7 @@ def test_matches_numpy_reference(implementation):
         )
 
 
-@settings(max_examples=12)
+@settings(max_examples=max_examples(12))
 @given(
     batch=st.integers(1, 3),
     steps=st.integers(1, 40),
