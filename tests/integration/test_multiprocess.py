@@ -44,9 +44,12 @@ pytestmark = [
 ]
 
 
-def _env():
+def _env(cache):
     env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
-    env.update(TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+    # The runs share JAX's persistent compilation cache: the two-process runs after the
+    # first load its compiled programs (the same executables, so the same results; measured
+    # on this 2-core machine under load, the fixture took 212 s with the cache, 269 s without).
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=cache)
     return env
 
 
@@ -61,7 +64,8 @@ def _launch(out, backup, processes=1, extra=(), per_process=None):
             args += ["--processes", str(processes), "--index", str(index), "--port", str(port)]
         args += list((per_process or {}).get(index, ()))
         log = open(out / f"log_{index}.txt", "w")  # noqa: SIM115 (closed with the process)
-        procs.append(subprocess.Popen(args, env=_env(), stdout=log, stderr=subprocess.STDOUT))
+        env = _env(str(out.parent / "jax_compilation_cache"))
+        procs.append(subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT))
     return procs
 
 
