@@ -391,8 +391,13 @@ def train_real(
 #: Seo et al. (ICLR 2017), QRN 2r on bAbI 1k: the per-task test errors (%) the paper gives,
 #: its average and failed tasks (error > 5 %); on 10k, 6r200's average.
 PAPER = {
-    "1k": {"tasks": {2: 0.7, 3: 5.7, 4: 0.0, 5: 1.1}, "average": 9.9, "failed": 7},
-    "10k": {"tasks": {}, "average": 0.3, "failed": 1},
+    "1k": {
+        "model": "QRN 2r",
+        "tasks": {2: 0.7, 3: 5.7, 4: 0.0, 5: 1.1},
+        "average": 9.9,
+        "failed": 7,
+    },
+    "10k": {"model": "QRN 6r200", "tasks": {}, "average": 0.3, "failed": 1},
 }
 
 
@@ -408,7 +413,7 @@ def report(saved, set_name, models=("qrn", "lstm")):
         if result.get("set") == set_name and result.get("model") in found:
             found[result["model"]][result["task"]] = result
     models = [kind for kind in models if found[kind]]
-    header = "| task | paper (QRN 2r) | " + " | ".join(
+    header = f"| task | paper ({paper['model']}) | " + " | ".join(
         f"ours, {kind.upper()} (best epoch)" for kind in models
     )
     lines = [header + " |", "|---" * (2 + len(models)) + "|"]
