@@ -197,12 +197,18 @@ plt.show()
 # %%
 from IPython.display import Markdown, display
 
+
+def qrn_results(saved, set_name):
+    """The QRN results of one set in a results JSON, by task."""
+    return sorted(
+        (r for r in saved.values() if r["set"] == set_name and r["model"] == "qrn"),
+        key=lambda r: r["task"],
+    )
+
+
 saved = json.loads(pathlib.Path("data/qrn_babi_1k.json").read_text())
 display(Markdown(train.report(saved, "1k")))
-results = sorted(
-    (r for r in saved.values() if r["set"] == "1k" and r["model"] == "qrn"),
-    key=lambda r: r["task"],
-)
+results = qrn_results(saved, "1k")
 failed = [r["task"] for r in results if r["test_error"] > 0.05]
 print(
     f"{len(results)} of 20 tasks run; failed (test error > 5 %): "
@@ -305,8 +311,4 @@ print(
 # %%
 saved_10k = json.loads(pathlib.Path("data/qrn_babi_10k.json").read_text())
 display(Markdown(train.report(saved_10k, "10k", models=("qrn",))))
-results_10k = sorted(
-    (r for r in saved_10k.values() if r["set"] == "10k" and r["model"] == "qrn"),
-    key=lambda r: r["task"],
-)
-plot_curves(results_10k, halving_every=20)
+plot_curves(qrn_results(saved_10k, "10k"), halving_every=20)
