@@ -72,13 +72,9 @@ class TiedLastQRN(keras.layers.Layer):
 
     def call(self, inputs, mask=None):
         x, q = inputs
-        a, b = self.shared.cell.recurrence_coefficients(x, q, with_reset_gate=False)
-        a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
         step_mask = mask[0] if isinstance(mask, (list, tuple)) else mask
-        if step_mask is not None:
-            keep = ops.expand_dims(ops.cast(step_mask, "bool"), -1)
-            a = ops.where(keep, a, ops.ones_like(a))
-            b = ops.where(keep, b, ops.zeros_like(b))
+        a, b = self.shared.cell.recurrence_coefficients(x, q, with_reset_gate=False, mask=step_mask)
+        a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
         return ops.cast(linear_scan(a, b)[:, -1], self.compute_dtype)
 
     def compute_mask(self, inputs, mask=None):

@@ -167,20 +167,30 @@ class QRNCell(keras.layers.Layer):
             qw = ops.expand_dims(qw, -2)
         return self.activation(xw + qw + self.bias)
 
-    def recurrence_coefficients(self, x, q, with_reset_gate=True):
+    def recurrence_coefficients(self, x, q, with_reset_gate=True, mask=None):
         """`(a, b)` with `h_t = a_t * h_{t-1} + b_t`: `a = 1 - z`, `b = z * r * h~`.
 
-        `q` has the shape of `x` or lacks its time axis (then it is broadcast over time).
         `a` is computed as `sigmoid(-u_z)`, exact even where `z` rounds to 1.
-        `with_reset_gate=False` leaves the reset gate out (`b = z * h~`), as a layer without
-        reset gate that shares this cell's weights computes it.
+
+        Args:
+            x: Sentence vectors, `(batch, T, dim)` (or `(batch, dim)` for one step).
+            q: Queries, the shape of `x` or without its time axis (then broadcast over time).
+            with_reset_gate: If False, the reset gate is left out (`b = z * h~`), as a layer
+                without reset gate that shares this cell's weights computes it.
+            mask: Optional `(batch, T)` boolean mask of the steps: a masked step gets
+                `a = 1`, `b = 0`, so it keeps the state.
         """
         q_full = q if len(q.shape) == len(x.shape) else ops.expand_dims(q, -2)
         u_z, u_r = self.gate_logits(x, q_full)
+        a = ops.sigmoid(-u_z)
         b = ops.sigmoid(u_z) * self.candidate(x, q)
         if u_r is not None and with_reset_gate:
             b = b * ops.sigmoid(u_r)
-        return ops.sigmoid(-u_z), b
+        if mask is not None:
+            keep = ops.expand_dims(ops.cast(mask, "bool"), -1)
+            a = ops.where(keep, a, ops.ones_like(a))
+            b = ops.where(keep, b, ops.zeros_like(b))
+        return a, b
 
     def call(self, inputs, states, training=False):
         h_prev = states[0] if isinstance(states, (list, tuple)) else states
@@ -367,14 +377,9 @@ class QRN(keras.layers.Layer):
 
     def _coefficients(self, x, q, step_mask):
         """`(a, b)` of `h_t = a_t h_{t-1} + b_t` in the scan dtype; `a = 1`, `b = 0` if masked."""
-        a, b = self.cell.recurrence_coefficients(x, q)
+        a, b = self.cell.recurrence_coefficients(x, q, mask=step_mask)
         dtype = _scan_dtype(self.compute_dtype)
-        a, b = ops.cast(a, dtype), ops.cast(b, dtype)
-        if step_mask is not None:
-            keep = ops.expand_dims(step_mask, -1)
-            a = ops.where(keep, a, ops.ones_like(a))
-            b = ops.where(keep, b, ops.zeros_like(b))
-        return a, b
+        return ops.cast(a, dtype), ops.cast(b, dtype)
 
     def update_gate(self, inputs, mask=None):
         """The update gate `z_t`, shape `(batch, T, 1)` (or `units`), 0 at masked steps.

@@ -447,6 +447,24 @@ def test_recurrence_coefficients_with_and_without_the_reset_gate(vector_gates):
         np.testing.assert_allclose(to_numpy(b), expected_b, atol=1e-5)
 
 
+def test_recurrence_coefficients_keep_the_state_at_masked_steps():
+    """A masked step gets `a = 1`, `b = 0` (`h_t = h_{t-1}`); the other steps are unchanged."""
+    rng = np.random.default_rng(19)
+    x = rng.normal(size=(2, 5, 3)).astype("float32")
+    q = rng.normal(size=(2, 5, 3)).astype("float32")
+    mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]], dtype=bool)
+    cell = QRNCell(4, use_reset_gate=True)
+    cell.build((None, 6))
+    cell.set_weights([w.astype("float32") for w in random_weights(3, 4, True, False, seed=20)])
+    a, b = (to_numpy(t) for t in cell.recurrence_coefficients(x, q))
+    a_masked, b_masked = (to_numpy(t) for t in cell.recurrence_coefficients(x, q, mask=mask))
+    np.testing.assert_array_equal(a_masked[~mask], np.ones_like(a[~mask]))
+    np.testing.assert_array_equal(b_masked[~mask], np.zeros_like(b[~mask]))
+    np.testing.assert_array_equal(a_masked[mask], a[mask])
+    np.testing.assert_array_equal(b_masked[mask], b[mask])
+    assert not np.allclose(a[~mask], 1.0) and not np.allclose(b[~mask], 0.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Conformance (Keras run_layer_test, .keras round trip, SavedModel export with T = None).
 
