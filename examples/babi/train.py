@@ -239,6 +239,10 @@ PROTOCOL = {
     "1k": dict(dim=50, batch_size=32, learning_rate=0.5, weight_decay=0.001),
     "10k": dict(dim=200, batch_size=128, learning_rate=0.1, weight_decay=0.0005),
 }
+#: Our restarts (the README's 1k table): up to `RESTARTS` runs, a further one only while the
+#: best validation accuracy so far is below `RESTART_BELOW`.
+RESTARTS = 5
+RESTART_BELOW = 0.98
 
 
 def train_real(
@@ -247,10 +251,10 @@ def train_real(
     data=None,
     kind="qrn",
     epochs=500,
-    restarts=5,
+    restarts=RESTARTS,
     seed=0,
     patience=500,
-    restart_below=0.98,
+    restart_below=RESTART_BELOW,
     lr_anneal_period=100,
     val_fraction=0.1,
     split_seed=0,
@@ -460,7 +464,7 @@ def main_real(args):
                 release,
                 kind=kind,
                 epochs=args.epochs or 500,
-                restarts=args.restarts or 5,
+                restarts=args.restarts or RESTARTS,
                 restart_below=args.restart_below,
                 seed=args.seed,
                 patience=args.patience,
@@ -519,8 +523,9 @@ def main():
     real.add_argument(
         "--restart-below",
         type=float,
-        default=0.98,
-        help="run a further restart only while the best validation accuracy is below this [0.98]",
+        default=RESTART_BELOW,
+        help="run a further restart only while the best validation accuracy is below this "
+        f"[{RESTART_BELOW}]",
     )
     real.add_argument("--split-seed", type=int, default=0)
     real.add_argument(
@@ -542,7 +547,7 @@ def main():
     parser.add_argument("--task", type=int, nargs="+", default=None, help="[all 20; 1 2]")
     parser.add_argument("--model", nargs="+", default=None, help="[qrn; qrn lstm]")
     parser.add_argument("--epochs", type=int, default=None, help="[500; 60]")
-    parser.add_argument("--restarts", type=int, default=None, help="[5; 3]")
+    parser.add_argument("--restarts", type=int, default=None, help=f"[{RESTARTS}; 3]")
     parser.add_argument("--dim", type=int, default=None, help="[50 (200 on 10k); 50]")
     parser.add_argument("--n-train", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
