@@ -178,8 +178,8 @@ plt.show()
 # last 50 sentences of a story), Adagrad lr 0.5 halved every 100 epochs, batch 32, weight
 # decay 0.001, up to 500 epochs; validation = a seeded random 10 % of the training
 # *stories* (whole stories, so no story has questions on both sides), after every epoch;
-# the epoch of best validation accuracy (ties: lower validation loss) is kept; up to 5 runs
-# per task (seeds 0–4), a further one only while the best validation accuracy is below
+# the epoch of best validation accuracy (ties: lower validation loss) is kept; up to 10 runs
+# per task (seeds 0–9), a further one only while the best validation accuracy is below
 # 98 %, the run of best validation accuracy selected. The test set is used only for the
 # reported number. (Unlike
 # the reference code, our layers do not share their weights; the README lists every
@@ -297,7 +297,7 @@ print(
 # (the command of its README: d = 200, batch 128, Adagrad lr 0.1, weight decay 0.0005) on
 # our "2r" model. What two CPU cores allow: 100 epochs per run (the reference: up to 500)
 # with the rate halved every 20 (five halvings over the run, as 500 / 100), and a further
-# restart (at most 3 runs, 5 on 1k) while the best validation accuracy is below 98 %; task
+# restart (at most 3 runs, 10 on 1k) while the best validation accuracy is below 98 %; task
 # 2, the slowest, ran once. The same story-wise validation split; the test set gives only the
 # reported number. The paper reports on 10k only an average over all 20 tasks: 0.3 % for
 # QRN 6r200 (six layers, d = 200).
