@@ -10,8 +10,10 @@ export PYTHONHASHSEED ?= 0
 # runs them in one process.
 WORKERS ?= auto
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS)
-# Extra pip arguments for the installs (test-keras-min passes a constraints file).
-PIP_ARGS ?=
+# Extra pip arguments for the installs: CI's constraints (the CPU build of torch we test with,
+# .ci/constraints.txt); test-keras-min adds its own.
+CONSTRAINTS := -c .ci/constraints.txt
+PIP_ARGS ?= $(CONSTRAINTS)
 
 .PHONY: demo test test-slow test-jax test-torch test-keras-min test-keras-nightly keras-min-venv keras-nightly-venv docs lint format format-check dist smoke-wheel bench clean
 
@@ -58,7 +60,7 @@ test-torch: $(VENV)/.installed-dev
 # newest TensorFlow that accepts it), in its own venv. `make keras-min-venv` only installs it
 # (.ci/run does that in the background while other tests run).
 KERAS_MIN_VENV := .venv-keras-min
-KERAS_MIN_PIP := -c .ci/keras-min-constraints.txt
+KERAS_MIN_PIP := $(CONSTRAINTS) -c .ci/keras-min-constraints.txt
 keras-min-venv:
 	$(MAKE) $(KERAS_MIN_VENV)/.installed-dev VENV=$(KERAS_MIN_VENV) PIP_ARGS="$(KERAS_MIN_PIP)"
 	$(KERAS_MIN_VENV)/bin/python -c "import keras; assert keras.__version__.startswith('3.10'), keras.__version__"

@@ -13,7 +13,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/keras_normkit_wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "${PYTHON:-python3}" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet --upgrade pip
-"$work/venv/bin/python" -m pip install --quiet "$wheel[$backend]"
+# CI's constraints: the CPU build of torch we test with (the extra states only a minimum).
+"$work/venv/bin/python" -m pip install --quiet -c "$repo/.ci/constraints.txt" "$wheel[$backend]"
 cp "$repo/.ci/wheel_smoke.py" "$work/wheel_smoke.py"
 cd "$work"
 flag=$([ "$backend" = tensorflow ] || echo --without-tensorflow)

@@ -164,3 +164,34 @@ def test_flush_examples_render_as_an_examples_section():
     assert extension.rewrite("Call arguments:\n    inputs: A tensor.") == (
         "Call arguments:\n    - `inputs`: A tensor."
     )
+
+
+def load_build_index():
+    spec = importlib.util.spec_from_file_location("build_index", DOCS / "build_index.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_home_page_is_generated_from_the_readme_and_the_api():
+    """docs/index.md's install block is the README's and its API table lists every public
+    name: `python docs/build_index.py` rewrites them."""
+    build_index = load_build_index()
+    index = (DOCS / "index.md").read_text()
+    assert index == build_index.render(index, (ROOT / "README.md").read_text()), (
+        "docs/index.md is out of date: run python docs/build_index.py"
+    )
+    # Every public module has its row.
+    assert {module for module, _, _ in build_index.PAGES} == set(PUBLIC_MODULES) - {"keras_normkit"}
+
+
+def test_build_index_rewrites_only_its_blocks():
+    build_index = load_build_index()
+    readme = "intro\n<!-- INSTALL -->\npip install x\n<!-- /INSTALL -->\nrest\n"
+    index = "# home\n<!-- INSTALL -->\nold\n<!-- /INSTALL -->\nmiddle\n<!-- API_TABLE -->\n<!-- /API_TABLE -->\nend\n"
+    out = build_index.render(index, readme)
+    assert out.startswith("# home\n<!-- INSTALL -->\npip install x\n<!-- /INSTALL -->\nmiddle\n")
+    assert out.endswith("<!-- /API_TABLE -->\nend\n")
+    assert "`load_tfa_model`" in out and "[Layers](layers.md)" in out
+    with pytest.raises(ValueError, match="INSTALL"):
+        build_index.render(index, "no markers here")
