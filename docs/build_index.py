@@ -33,7 +33,7 @@ PAGES = [
     ("keras_normkit.calibration", "calibration.md", "post-hoc calibration and its measures"),
     ("keras_normkit.metrics", "metrics.md", "streaming Keras metrics"),
     ("keras_normkit.plotting", "plotting.md", "plots (matplotlib)"),
-    ("keras_normkit.utils", "utils.md", "batch-norm folding and statistics"),
+    ("keras_normkit.utils", "utils.md", "batch-norm folding and statistics, averaged weights"),
     ("keras_normkit.ops", "ops.md", "engines that take tensors"),
     ("keras_normkit.migration", "migration.md", "loading TensorFlow Addons models"),
     ("keras_normkit.export", "export.md", "SavedModel and TFLite export (TensorFlow only)"),

@@ -7,6 +7,7 @@ from keras_normkit.callbacks.divergence import DivergenceGuard
 from keras_normkit.callbacks.early_stopping import EarlyStopping
 from keras_normkit.callbacks.gradient_statistics import GradientStatistics
 from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
+from keras_normkit.callbacks.stochastic_weight_averaging import StochasticWeightAveraging
 
 __all__ = [
     "ActivationStatistics",
@@ -17,4 +18,5 @@ __all__ = [
     "LearningRateMonitor",
     "ReduceLROnPlateau",
     "StatefulCallback",
+    "StochasticWeightAveraging",
 ]

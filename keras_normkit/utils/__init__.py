@@ -1,6 +1,7 @@
 """Model utilities of keras_normkit."""
 
+from keras_normkit.utils.averaged_weights import ema_weights
 from keras_normkit.utils.batch_norm_folding import fold_batch_normalization
 from keras_normkit.utils.batch_norm_statistics import recompute_batch_norm_statistics
 
-__all__ = ["fold_batch_normalization", "recompute_batch_norm_statistics"]
+__all__ = ["ema_weights", "fold_batch_normalization", "recompute_batch_norm_statistics"]

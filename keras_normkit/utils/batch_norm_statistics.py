@@ -49,6 +49,11 @@ def _contains_bn(layer):
     return any(isinstance(sub, keras.layers.BatchNormalization) for sub in _sublayers(layer))
 
 
+def has_batch_normalization(model):
+    """Whether `model` holds a `BatchNormalization` layer (nested ones included)."""
+    return isinstance(model, keras.layers.BatchNormalization) or _contains_bn(model)
+
+
 def _sublayers(layer):
     if not isinstance(layer, keras.layers.Layer):
         return []
