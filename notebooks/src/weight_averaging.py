@@ -1,0 +1,154 @@
+# %% [markdown]
+# # Averaged weights: stochastic weight averaging with exact batch-norm statistics
+#
+# Izmailov et al. (UAI 2018) average the weights that SGD visits late in training (one
+# snapshot per epoch, or per learning-rate cycle) and use the average for prediction: it sits
+# nearer the centre of a wide, flat region of the loss than any single iterate. Two details
+# matter in practice, and `keras_normkit.callbacks.StochasticWeightAveraging` does both:
+#
+# 1. the batch-normalization statistics of the averaged network are *not* the average of the
+#    statistics of the iterates: they are recomputed with one pass over the training inputs
+#    (`keras_normkit.utils.recompute_batch_norm_statistics`, exact population statistics);
+# 2. the average and its count are training state: `BackupAndRestore` saves and restores them.
+#
+# Here: scikit-learn's 8×8 digits with a small training set (400 images; 1,397 held out for
+# the test), an MLP with batch norm, input noise and dropout, SGD with momentum at a constant
+# rate for 60 epochs, the weights averaged from epoch 30 on. Five seeds; for each, the test
+# error and the ECE (15 equal-width bins) of the last iterate, of the average with the
+# iterates' stale BN statistics, and of the average with recomputed ones.
+
+# %%
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+from keras_normkit.calibration import expected_calibration_error
+from keras_normkit.callbacks import StochasticWeightAveraging
+
+plt.rcParams["figure.dpi"] = 72
+digits = load_digits()
+x = (digits.data / 16.0).astype("float32")
+x_train, x_test, y_train, y_test = train_test_split(
+    x, digits.target, train_size=400, random_state=0, stratify=digits.target
+)
+SEEDS, EPOCHS, START = range(5), 60, 30
+
+
+def make_model():
+    return keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.GaussianNoise(0.3),
+            keras.layers.Dense(256),
+            keras.layers.BatchNormalization(),
+            keras.layers.Activation("relu"),
+            keras.layers.Dense(256),
+            keras.layers.BatchNormalization(),
+            keras.layers.Activation("relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(10),
+        ]
+    )
+
+
+def measure(model):
+    """Test error and ECE, in %."""
+    logits = model.predict(x_test, batch_size=512, verbose=0)
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits))
+    error = 100 * np.mean(probabilities.argmax(axis=1) != y_test)
+    return error, 100 * expected_calibration_error(probabilities, y_test)
+
+
+def batch_norm_statistics(model):
+    return [layer.get_weights() for layer in model.layers if "batch_norm" in layer.name]
+
+
+def set_batch_norm_statistics(model, statistics):
+    layers = [layer for layer in model.layers if "batch_norm" in layer.name]
+    for layer, weights in zip(layers, statistics, strict=True):
+        gamma, beta = layer.get_weights()[:2]  # the averaged scale and shift stay
+        layer.set_weights([gamma, beta, *weights[2:]])
+
+
+# %% [markdown]
+# ## Five seeds: last iterate against the average
+#
+# `swap_at_end=False` keeps the last iterate in the model when `fit` ends, so both can be
+# measured; `swa.swap()` then puts the average in (and recomputes the BN statistics).
+
+# %%
+rows = []
+for seed in SEEDS:
+    keras.utils.set_random_seed(seed)
+    model = make_model()
+    model.compile(
+        keras.optimizers.SGD(0.05, momentum=0.9),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    swa = StochasticWeightAveraging(START, batch_norm_data=x_train, swap_at_end=False, verbose=0)
+    model.fit(x_train, y_train, epochs=EPOCHS, batch_size=16, verbose=0, callbacks=[swa])
+    last = measure(model)
+    stale = batch_norm_statistics(model)  # the last iterate's moving statistics
+    swa.swap()
+    recomputed = measure(model)
+    set_batch_norm_statistics(model, stale)
+    averaged_stale = measure(model)
+    rows.append({"seed": seed, "last": last, "stale": averaged_stale, "swa": recomputed})
+    print(
+        f"seed {seed}: error / ECE %  last iterate {last[0]:.2f} / {last[1]:.2f}   "
+        f"SWA, stale BN {averaged_stale[0]:.2f} / {averaged_stale[1]:.2f}   "
+        f"SWA {recomputed[0]:.2f} / {recomputed[1]:.2f}   ({swa.count} weights averaged)"
+    )
+
+# %% [markdown]
+# ## Over the seeds
+#
+# Mean ± standard deviation, and the paired difference (SWA minus last iterate) seed by seed:
+# the seeds share the data split and the initial weights of each pair, so the paired
+# difference is the fair comparison.
+
+# %%
+names = {"last": "last iterate", "stale": "SWA, stale BN statistics", "swa": "SWA (recomputed BN)"}
+print(f"{'':28} {'test error %':>18} {'ECE %':>16}")
+for key, name in names.items():
+    values = np.array([row[key] for row in rows])
+    mean, sd = values.mean(axis=0), values.std(axis=0, ddof=1)
+    print(f"{name:28} {mean[0]:9.2f} ± {sd[0]:5.2f} {mean[1]:8.2f} ± {sd[1]:5.2f}")
+difference = np.array([np.subtract(row["swa"], row["last"]) for row in rows])
+better = (difference < 0).sum(axis=0)
+print(
+    f"\nSWA − last iterate, per seed: error {np.round(difference[:, 0], 2).tolist()} "
+    f"(lower on {better[0]} of {len(rows)} seeds), "
+    f"ECE {np.round(difference[:, 1], 2).tolist()} (lower on {better[1]} of {len(rows)})"
+)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+for axis, column, label in ((axes[0], 0, "test error %"), (axes[1], 1, "ECE %")):
+    for key, name in names.items():
+        axis.plot(list(SEEDS), [row[key][column] for row in rows], "o-", label=name)
+    axis.set_xlabel("seed")
+    axis.set_ylabel(label)
+axes[0].legend(fontsize=8)
+fig.tight_layout()
+
+# %% [markdown]
+# What to read in it: the average's test error against the last iterate's, seed by seed; and
+# the middle row, the same averaged weights with the BN statistics the iterates left behind,
+# which is what averaging the weights alone gives (Keras's `use_ema=True` optimizers too:
+# `keras_normkit.utils.ema_weights` recomputes them for the exponential average). The
+# numbers printed above are this run's, on this machine; five seeds of a small data set
+# leave wide error bars, so read the paired differences, not single seeds.
+#
+# In the run committed with this notebook (TensorFlow backend, CPU): the average lowered the
+# test error on all five seeds (3.58 ± 0.56 % → 2.99 ± 0.11 %), and left the ECE where it was
+# (0.99 ± 0.27 % → 0.95 ± 0.22 %: lower on three seeds of five, within the noise); with the
+# stale statistics the ECE rose to 1.43 ± 0.24 %. So on this task SWA buys accuracy, not
+# calibration; recomputing the BN statistics is what keeps it from costing calibration.
