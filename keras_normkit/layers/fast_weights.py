@@ -467,7 +467,7 @@ class FastWeightsRNN(keras.layers.RNN):
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
-        cell = self.cell
+        cell, units = self.cell, self.units
         if keras.tree.is_nested(mask):
             mask = mask[0]
         h0, a0 = initial_state
@@ -493,9 +493,7 @@ class FastWeightsRNN(keras.layers.RNN):
             sequences,
             tensor(cell.kernel),
             h0,
-            None
-            if self._zero_initial_fast_weights
-            else ops.reshape(a0, (-1, self.units, self.units)),
+            None if self._zero_initial_fast_weights else ops.reshape(a0, (-1, units, units)),
             decay=cell.decay,
             learning_rate=cell.fast_learning_rate,
             bias=tensor(cell.bias) if cell.use_bias else None,
@@ -509,7 +507,7 @@ class FastWeightsRNN(keras.layers.RNN):
         )
         # keras.layers.RNN casts `outputs` even when it returns only the last output.
         outputs = last[:, None] if outputs is None else outputs
-        return last, outputs, [h, ops.reshape(a, (-1, self.units * self.units))]
+        return last, outputs, [h, ops.reshape(a, (-1, units * units))]
 
     def get_config(self):
         config = super().get_config()
