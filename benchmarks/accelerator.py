@@ -23,9 +23,11 @@ untimed calls (tracing, compiling); the figure is the best round's median (`rati
 theirs), the minimum single call beside it (`ratio_min`). `jit_compile` is Keras's default
 (`"auto"`), and the JSON records what it resolved to.
 
-Time: the whole run stops starting new cases after `--max-minutes` (default 7.5, shared
-equally by the backends), so that it ends within about 8 minutes; the cases it did not
-reach are in the JSON with `"skipped"` set. `--quick` runs tiny sizes (B 4, T 6, QRN T 10,
+Time: the whole run starts no case after `--max-minutes` (default 6.5; the time left is
+shared by the backends still to run), and a backend's process still busy 30 s past its
+share is killed (what it measured so far is kept: it writes its JSON after every case), so
+that the run ends within about 8 minutes; the cases not reached are in the JSON with
+`"skipped"` set. `--quick` runs tiny sizes (B 4, T 6, QRN T 10,
 8 units), one size per pair and few repeats: it checks that everything runs and that the
 JSON is whole, it measures nothing (`tests/benchmarks/test_accelerator.py` runs it).
 
@@ -66,6 +68,10 @@ PAIRS = {
 BATCHES = (64, 256)
 FULL = {"rounds": 3, "repeats": 5, "warmup": 2}
 QUICK = {"rounds": 1, "repeats": 2, "warmup": 1}
+# The run starts no case after MAX_MINUTES (by default); a case running KILL_AFTER_S past
+# its backend's share is killed: with two backends the run ends within about 8 minutes.
+MAX_MINUTES = 6.5
+KILL_AFTER_S = 30
 # --quick: one tiny size per pair: (B, T of the RNN pairs, T of QRN, units).
 QUICK_SIZES = (4, 6, 10, 8)
 
@@ -251,7 +257,12 @@ def child(backend, quick, pairs, deadline, out_path):
 
 
 def run_backend(backend, args, pairs, seconds):
-    """Runs `child` for `backend` in a subprocess; its part of the JSON."""
+    """Runs `child` for `backend` in a subprocess, for at most about `seconds`.
+
+    The child starts no case after `seconds`; a case still running `KILL_AFTER_S` later is
+    killed with its process. Its part of the JSON: what the child wrote (after every case),
+    the planned cases it did not reach marked as skipped.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"{backend}.json"
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -263,13 +274,23 @@ def run_backend(backend, args, pairs, seconds):
         error = None
         try:
             proc = subprocess.run(
-                command, env=env, capture_output=True, text=True, timeout=seconds + 120
+                command, env=env, capture_output=True, text=True, timeout=seconds + KILL_AFTER_S
             )
             if proc.returncode != 0:
                 error = f"exit {proc.returncode}: {proc.stderr[-2000:]}"
         except subprocess.TimeoutExpired as expired:
-            error = f"timed out after {expired.timeout:.0f} s"
+            error = f"killed after {expired.timeout:.0f} s (a case ran past the time budget)"
         part = json.loads(out.read_text()) if out.exists() else {"cases": []}
+    done = {(c["pair"], c["batch"], c["steps"], c["call"]) for c in part["cases"]}
+    for pair, batch, steps, units in cases(args.quick, pairs):
+        for call in CALLS:
+            if (pair, batch, steps, call) not in done:
+                ours, theirs, _, _ = PAIRS[pair]
+                part["cases"].append(
+                    {"pair": pair, "ours": ours, "theirs": theirs, "batch": batch,
+                     "steps": steps, "units": units, "call": call,
+                     "skipped": "not reached: " + (error or "no result")[:200]}
+                )  # fmt: skip
     part.update(ok=error is None, error=error, wall_s=time.time() - start)
     part.setdefault("keras", None)
     part.setdefault("device", None)
@@ -282,7 +303,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="tiny sizes, few repeats (CI)")
     parser.add_argument("--backends", default=None, help="e.g. 'jax,torch' (default: installed)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="of " + ", ".join(PAIRS))
-    parser.add_argument("--max-minutes", type=float, default=7.5)
+    parser.add_argument("--max-minutes", type=float, default=MAX_MINUTES)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
@@ -315,8 +336,10 @@ def main(argv=None):
         },
         "backends": {},
     }
-    share = args.max_minutes * 60 / max(1, len(backends))
-    for backend in backends:
+    end = started + args.max_minutes * 60
+    for index, backend in enumerate(backends):
+        # What is left, shared by the backends still to run (time one leaves goes on).
+        share = max(0.0, end - time.time()) / (len(backends) - index)
         part = run_backend(backend, args, pairs, share)
         report["backends"][backend] = part
         done = sum(c["skipped"] is None for c in part["cases"])

@@ -4,6 +4,7 @@ The timings of `--quick` (tiny sizes, one round) mean nothing; what is checked i
 pair runs on the current backend, in its own subprocess, and that the JSON has its schema.
 """
 
+import argparse
 import importlib.util
 import json
 import math
@@ -73,7 +74,7 @@ def test_quick_run_of_the_current_backend_writes_the_schema(tmp_path):
     env = {**os.environ, "KERAS_BACKEND": backend}
     command = [sys.executable, str(_DIR / "accelerator.py"), "--quick", "--backends", backend]
     result = subprocess.run(
-        [*command, "--json", str(path)], env=env, capture_output=True, text=True, timeout=240
+        [*command, "--json", str(path)], env=env, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(path.read_text())
@@ -105,3 +106,15 @@ def test_quick_run_of_the_current_backend_writes_the_schema(tmp_path):
             assert math.isfinite(case[key]) and case[key] > 0, (key, case)
         assert case["ratio"] == pytest.approx(case["ours_s"] / case["theirs_s"])
     assert {c["pair"] for c in part["cases"]} == set(accelerator.PAIRS)
+
+
+def test_a_failed_backend_process_leaves_its_cases_marked_not_reached():
+    args = argparse.Namespace(quick=True)
+    part = accelerator.run_backend("no_such_backend", args, ["qrn_gru"], 60)
+    assert part["ok"] is False and part["error"].startswith("exit ")
+    assert part["device"] is None
+    assert [(c["pair"], c["call"]) for c in part["cases"]] == [
+        ("qrn_gru", "train"),
+        ("qrn_gru", "predict"),
+    ]
+    assert all(c["skipped"].startswith("not reached: exit ") for c in part["cases"])
