@@ -32,11 +32,11 @@ that the run ends within about 8 minutes; the cases not reached are in the JSON 
 JSON is whole, it measures nothing (`tests/benchmarks/test_accelerator.py` runs it).
 
 The JSON (`--json PATH`): `schema` (1), `quick`, `started_utc`, `wall_s`, `settings` (the
-timing protocol and every case planned), and
-per backend `ok`, `error` (the end of the subprocess's stderr if it failed), `keras`,
-`device` (a dict) and `cases`: one entry per (pair, call, B, T) with `ours_s` and
-`theirs_s` (seconds, best round's median), `ratio`, `ratio_min`, `jit_compile` and
-`skipped` (`null`, or why the case did not run).
+timing protocol and every case planned), and per backend `ok`, `error` (the end of the
+subprocess's stderr if it failed), `keras` and `keras_normkit` (versions), `device` (a dict)
+and `cases`: one entry per (pair, call, B, T) with `ours_s` and `theirs_s` (seconds, best
+round's median), `ratio`, `ratio_min`, `jit_compile` and `skipped` (`null`, or why the case
+did not run).
 """
 
 import argparse
@@ -229,9 +229,16 @@ def child(backend, quick, pairs, deadline, out_path):
     """Runs in the backend's process: writes its part of the JSON to `out_path`."""
     import keras
 
+    import keras_normkit
+
     assert keras.backend.backend() == backend, keras.backend.backend()
     settings = QUICK if quick else FULL
-    result = {"keras": keras.__version__, "device": describe_device(backend), "cases": []}
+    result = {
+        "keras": keras.__version__,
+        "keras_normkit": keras_normkit.__version__,
+        "device": describe_device(backend),
+        "cases": [],
+    }
     for pair, batch, steps, units in cases(quick, pairs):
         ours, theirs, _, _ = PAIRS[pair]
         base = {"pair": pair, "ours": ours, "theirs": theirs, "batch": batch, "steps": steps}
@@ -292,8 +299,8 @@ def run_backend(backend, args, pairs, seconds):
                      "skipped": "not reached: " + (error or "no result")[:200]}
                 )  # fmt: skip
     part.update(ok=error is None, error=error, wall_s=time.time() - start)
-    part.setdefault("keras", None)
-    part.setdefault("device", None)
+    for key in ("keras", "keras_normkit", "device"):
+        part.setdefault(key, None)
     return part
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import keras
 import pytest
 
+import keras_normkit
+
 _DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 _spec = importlib.util.spec_from_file_location("accelerator", _DIR / "accelerator.py")
 accelerator = importlib.util.module_from_spec(_spec)
@@ -94,6 +96,7 @@ def test_quick_run_of_the_current_backend_writes_the_schema(tmp_path):
     part = report["backends"][backend]
     assert part["ok"] is True and part["error"] is None, part["error"]
     assert part["keras"] == keras.__version__
+    assert part["keras_normkit"] == keras_normkit.__version__
     assert part["device"]["backend"] == backend and part["device"]["devices"]
     planned = report["settings"]["cases"]
     assert len(planned) == len(accelerator.PAIRS)  # one tiny case per pair
