@@ -5,22 +5,15 @@ from keras import ops
 
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell
-from keras_normkit.backend.tensorflow_xla import can_compile_cluster, xla_compiled, xla_compiling
 from keras_normkit.layers._cell_args import cell_arguments
-from keras_normkit.ops.fast_weights_loop import fast_weights_loop, matvec, static_steps
+from keras_normkit.ops.fast_weights_loop import matvec, static_steps
+from keras_normkit.ops.fast_weights_rnn import (
+    IMPLEMENTATIONS,
+    choose_implementation,
+    fast_weights_rnn,
+    loop_mode,
+)
 from keras_normkit.ops.layer_norm import layer_norm
-
-IMPLEMENTATIONS = ("auto", "matrix", "memory")
-
-# `implementation="auto"` uses the memory form when the time axis is static and
-# units >= min_units and T <= ratio * units, with (min_units, ratio) per way the loop runs:
-# "plain" graph ops (eager, inference without jit_compile, torch), "xla_clusters" (a
-# TensorFlow training step without jit_compile, see `inner_loop`) or "xla" (jit_compile=True,
-# JAX). Measured with benchmarks/bench_fast_weights.py (grid section; plain ops on
-# `predict_on_batch`) since the memory form runs up to four loops: the crossover grows with
-# units, T ~ 0.6-1.0 * units with plain ops, 0.9-1.25 * units as clusters, 1.2-2.2 * units
-# under XLA (64-256 units); the ratios below keep "auto" within ~1.1x of the faster form.
-_AUTO_MEMORY_RULE = {"plain": (64, 0.8), "xla_clusters": (48, 1.2), "xla": (48, 1.3)}
 
 
 def _saved_config(config):
@@ -49,9 +42,9 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
     a learned gain and bias and an epsilon (so an all-zero ReLU state gives no NaN).
     With `0 <= decay < 1`, `A` stays bounded: `‖A‖ <= η·max‖h‖² / (1 - λ)`.
     `preliminary_layer_norm=True` gives `h_0 = f(LN(b))` instead, the form keras_normkit 0.1
-    computed (and several public ports of the paper use); on associative retrieval it kept
-    training on a plateau at 38 % accuracy. A `.keras` file saved by 0.1, whose config has no
-    `preliminary_layer_norm`, loads with that form, so it predicts what it predicted.
+    computed (and several public ports of the paper use). A `.keras` file saved by 0.1,
+    whose config has no `preliminary_layer_norm`, loads with that form, so it predicts what
+    it predicted.
 
     The state is `[h, A]`; because `keras.layers.RNN` states are vectors, `A` is carried
     flattened, shape `(batch, units * units)` (`ops.reshape(A, (-1, units, units))`
@@ -209,8 +202,8 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
             return z
         gamma = self.gamma if gamma is None else gamma
         beta = self.beta if beta is None else beta
-        # Automatic differentiation: the hand-derived gradient measured slower in this
-        # layer's XLA-compiled training loop (see `keras_normkit.ops.layer_norm`).
+        # Automatic differentiation of the shared formula, not its hand-derived gradient,
+        # inside this layer's XLA-compiled loop (why: benchmarks/README.md).
         return layer_norm(z, gamma, beta, self.layer_norm_epsilon, derived_gradient=False)
 
     def settle(self, boundary, fast_apply, gamma=None, beta=None):
@@ -289,6 +282,23 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         return super().from_config(_saved_config(config))
 
 
+def _recurrent_step(cell):
+    """The step `fast_weights_rnn` runs: `b = C·x + bias + W·h`, then `cell.settle`.
+
+    `projected` is `C·x + bias` (projected before the loop); `recurrent_mask` the dropout
+    mask of `h` in `W·h`.
+    """
+
+    def step(
+        projected, h, fast_apply, recurrent_kernel, recurrent_mask=None, gamma=None, beta=None
+    ):
+        h_rec = h if recurrent_mask is None else h * recurrent_mask
+        boundary = projected + ops.matmul(h_rec, recurrent_kernel)
+        return cell.settle(boundary, fast_apply, gamma, beta)
+
+    return step
+
+
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class FastWeightsRNN(keras.layers.RNN):
     """Fast-weights recurrent layer (Ba et al. 2016), fast and with two exact algorithms.
@@ -309,24 +319,23 @@ class FastWeightsRNN(keras.layers.RNN):
     `A(t0+k)·v = λ^k·A(t0)·v + η Σ_{j<k} λ^{k-1-j} h_j (h_jᵀv)`, and `A` (or the history) is
     written once per chunk, so back-propagation stores it once per 8 steps (`B·H²` or
     `B·T·H`). Sequences of up to 12 steps run as one chunk, or, when XLA compiles the loop, one
-    step per iteration (an unrolled chunk of 12 steps took XLA 20-28 s to compile). With 48
-    steps or more (6 chunks) the memory form runs up to four consecutive loops over growing
-    history buffers (`keras_normkit.ops.fast_weights_loop.memory_segments`), so that no step
-    attends over the empty end of the buffer.
+    step per iteration (XLA compiles an unrolled chunk slowly). With 48 steps or more
+    (6 chunks) the memory form runs up to four consecutive loops over growing history
+    buffers (`keras_normkit.ops.fast_weights_loop.memory_segments`), so that no step attends
+    over the empty end of the buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
     call (`training=True`) with a static number of steps inside a graph that is not
     XLA-compiled — `fit` with the CPU default `jit_compile="auto"` — runs the loop as an
-    XLA cluster, and its gradient as a second one that recomputes the forward pass: 2-2.7x
-    faster than the plain graph in `benchmarks/bench_fast_weights.py`. Eager calls,
-    inference and `tf.distribute` runs keep the plain graph, so exported SavedModels never
-    need XLA.
+    XLA cluster, and its gradient as a second one that recomputes the forward pass. Eager
+    calls, inference and `tf.distribute` runs keep the plain graph, so exported SavedModels
+    never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this).
 
     `"auto"` picks `"memory"` when the time axis is static and `T <= 1.3 * units` with XLA
     (`jit_compile=True`, the JAX backend), `T <= 1.2 * units` as XLA clusters (both for
-    `units >= 48`), `T <= 0.8 * units` and `units >= 64` otherwise (the crossovers measured
-    by `benchmarks/bench_fast_weights.py`); else `"matrix"`, and always `"matrix"` for
-    `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
+    `units >= 48`), `T <= 0.8 * units` and `units >= 64` otherwise (crossovers measured on a
+    CPU; the figures are in `benchmarks/README.md`); else `"matrix"`, and always `"matrix"`
+    for `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
     with `A` flattened to `(batch, units * units)`, as for the cell.
 
     Args:
@@ -445,125 +454,60 @@ class FastWeightsRNN(keras.layers.RNN):
 
         `mode`: how the loop runs, `"plain"` (graph ops), `"xla_clusters"` or `"xla"`;
         `None`: `"xla"` if the backend is compiling with XLA while tracing (inside
-        `model.compile(jit_compile=True)`, on JAX), else `"plain"`.
+        `model.compile(jit_compile=True)`, on JAX), else `"plain"`
+        (`keras_normkit.ops.fast_weights_rnn.choose_implementation`).
         """
-        if self.implementation != "auto":
-            return self.implementation
-        if self.stateful or timesteps is None:
-            return "matrix"
-        if mode is None:
-            mode = "xla" if xla_compiling() else "plain"
-        min_units, ratio = _AUTO_MEMORY_RULE[mode]
-        if self.units >= min_units and timesteps <= ratio * self.units:
-            return "memory"
-        return "matrix"
+        return choose_implementation(
+            self.implementation, self.units, timesteps, mode, stateful=self.stateful
+        )
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
-        # Whether A(0) is known to be zero (`_loop_tensors`).
+        # Whether A(0) is known to be zero (then the memory form skips `A(0)·v`).
         self._zero_initial_fast_weights = initial_state is None and not self.stateful
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
+        cell, units = self.cell, self.units
         if keras.tree.is_nested(mask):
             mask = mask[0]
-        tensors = self._loop_tensors(sequences, initial_state, mask, training)
-        # Without XLA the loop is hundreds of tiny kernels per step: in a TensorFlow training
-        # step that is not XLA-compiled, it runs as compiled clusters (forward; gradient).
-        # Not for an unknown T: XLA would compile again for every new length.
-        timesteps = static_steps(tensors["inputs"])
-        compile_loop = training and timesteps is not None and can_compile_cluster()
-        implementation = self.resolve_implementation(
-            timesteps, "xla_clusters" if compile_loop else None
-        )
-        xla = compile_loop or xla_compiling()
-        names = [name for name, value in tensors.items() if value is not None]
-
-        def run(*values):
-            loop_tensors = dict(zip(names, values, strict=True))
-            return self._run_loop(implementation, xla, **loop_tensors)
-
-        if compile_loop:
-            run = xla_compiled(run)
-        last, h_last, a_last, *outputs = run(*(tensors[name] for name in names))
-        # keras.layers.RNN casts `outputs` even when it returns only the last output.
-        outputs = outputs[0] if outputs else last[:, None]
-        return last, outputs, [h_last, ops.reshape(a_last, (-1, self.units * self.units))]
-
-    def _loop_tensors(self, sequences, initial_state, mask, training):
-        """Everything the loop reads, by name, as tensors (`None`: not used).
-
-        The input projection `C·x + bias` of all steps at once (in processing order), the
-        initial state, the mask, the dropout mask of `h`, and the weights of a step, read
-        here under the layer's autocast scope so that the loop can also run as one XLA
-        cluster (which reads no variable).
-        """
-        cell = self.cell
         h0, a0 = initial_state
+        # The coefficients: dropout masks, and the weights read as tensors under the layer's
+        # autocast scope (the engine may run the loop as an XLA cluster, which reads no
+        # variable).
         if training and cell.dropout > 0:
             sequences = sequences * cell.get_dropout_mask(sequences[:, 0, :])[:, None, :]
         recurrent_mask = None
         if training and cell.recurrent_dropout > 0:
             recurrent_mask = cell.get_recurrent_dropout_mask(h0)
-        projected = ops.matmul(sequences, cell.kernel)
-        if cell.use_bias:
-            projected = projected + cell.bias
-        if self.go_backwards:
-            projected = ops.flip(projected, axis=1)
-            mask = None if mask is None else ops.flip(mask, axis=1)
-        if self._zero_initial_fast_weights:
-            a0 = None  # known to be zero: the memory form skips the `A(0)·v` term
-        else:
-            a0 = ops.reshape(a0, (-1, cell.units, cell.units))
-        return {
-            "inputs": projected,
-            "h0": h0,
-            "a0": a0,
-            "recurrent_kernel": ops.convert_to_tensor(cell.recurrent_kernel),
-            "mask": mask,
+        tensor = ops.convert_to_tensor
+        step_tensors = {
+            "recurrent_kernel": tensor(cell.recurrent_kernel),
             "recurrent_mask": recurrent_mask,
-            "gamma": ops.convert_to_tensor(cell.gamma) if cell.use_layer_norm else None,
-            "beta": ops.convert_to_tensor(cell.beta) if cell.use_layer_norm else None,
+            "gamma": tensor(cell.gamma) if cell.use_layer_norm else None,
+            "beta": tensor(cell.beta) if cell.use_layer_norm else None,
         }
-
-    def _run_loop(
-        self,
-        implementation,
-        xla,
-        inputs,
-        h0,
-        recurrent_kernel,
-        a0=None,
-        mask=None,
-        recurrent_mask=None,
-        gamma=None,
-        beta=None,
-    ):
-        """`fast_weights_loop` over the projected inputs `C·x + bias`, with the cell's step.
-
-        Returns `(last output, h, A)`, and the outputs with `return_sequences`.
-        """
-        cell = self.cell
-
-        def step(projected, h, fast_apply):
-            # The boundary `b = W·h + C·x + bias`, then the inner iterations over `A`.
-            h_rec = h if recurrent_mask is None else h * recurrent_mask
-            boundary = projected + ops.matmul(h_rec, recurrent_kernel)
-            return cell.settle(boundary, fast_apply, gamma, beta)
-
-        last, outputs, h, a = fast_weights_loop(
-            step,
-            inputs,
+        # Then the engine: how the loop runs, which form, the loop.
+        mode = loop_mode(sequences, training)
+        last, outputs, h, a = fast_weights_rnn(
+            _recurrent_step(cell),
+            sequences,
+            tensor(cell.kernel),
             h0,
-            a0,
+            None if self._zero_initial_fast_weights else ops.reshape(a0, (-1, units, units)),
             decay=cell.decay,
             learning_rate=cell.fast_learning_rate,
+            bias=tensor(cell.bias) if cell.use_bias else None,
+            step_tensors=step_tensors,
             mask=mask,
-            implementation=implementation,
+            implementation=self.resolve_implementation(static_steps(sequences), mode),
+            mode=mode,
+            go_backwards=self.go_backwards,
             zero_output_for_mask=self.zero_output_for_mask,
             return_sequences=self.return_sequences,
-            xla=xla,
         )
-        return (last, h, a) if outputs is None else (last, h, a, outputs)
+        # keras.layers.RNN casts `outputs` even when it returns only the last output.
+        outputs = last[:, None] if outputs is None else outputs
+        return last, outputs, [h, ops.reshape(a, (-1, units * units))]
 
     def get_config(self):
         config = super().get_config()

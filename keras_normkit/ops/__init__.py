@@ -8,7 +8,9 @@ formula fast (a parallel scan, a chunked loop) lives here, usable and tested on 
 * `layer_norm`: layer normalization over the last axis (Keras's `LayerNormalization`
   formula) with a hand-derived gradient (used by the layer-normalized RNN cells).
 * `keras_normkit.ops.fast_weights_loop`: the chunked time loop of
-  `keras_normkit.layers.FastWeightsRNN` (private engine, not part of `__all__`).
+  `keras_normkit.layers.FastWeightsRNN`, and `keras_normkit.ops.fast_weights_rnn`, which
+  plans and runs it for a sequence (input projection, XLA clusters, the `"auto"` rule)
+  (private engines, not part of `__all__`).
 """
 
 from keras_normkit.ops.layer_norm import layer_norm

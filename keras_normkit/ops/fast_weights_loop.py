@@ -90,12 +90,9 @@ def memory_segments(n_chunks):
     `min(4, n_chunks // 3)` consecutive loops of (nearly) equal length, one loop below 6
     chunks. Loop `i` attends over a history buffer of `end_i` chunks; with `k` equal loops
     the attention work (and the history back-propagation stores) is `(k + 1) / (2k)` of
-    one loop over the full buffer. Measured (`benchmarks/bench_fast_weights.py` models,
-    B 64, one process, interleaved, train step / an LSTM's, without / with jit_compile):
-    T 200, 256 units: two loops 1.46-1.59x, four 1.26-1.33x, six 1.13-1.24x (without);
-    T 50, 128 units: one loop 1.33x / 1.23x, two 1.25x / 1.13x, three 1.15x / 1.14x. Each
-    loop compiles on its own under XLA (first step at T 200: 25 s with two loops, 54 s with
-    four, 97 s with six), hence at most four.
+    one loop over the full buffer. More loops cut that work further, but each loop
+    compiles on its own under XLA, so the first step's compile time grows with their
+    number: hence at most four (the measurements: `benchmarks/README.md`).
     """
     if n_chunks is None or n_chunks < 2 * _CHUNKS_PER_LOOP:
         return [(0, n_chunks)]
@@ -107,14 +104,14 @@ def memory_segments(n_chunks):
 def chunk_size(steps, xla):
     """Steps per loop iteration for a static length `steps`; `xla`: XLA compiles the loop.
 
-    Sequences of up to 12 steps have no tail after the loop (`T = 11` trained 1.6x
-    faster as one chunk than as a chunk of 8 plus a tail of 3, XLA, CPU). Without XLA
-    they run as one chunk; under XLA (`jit_compile`, JAX, the layer's XLA clusters) as
-    one step per iteration: XLA took 20-28 s to compile an unrolled chunk of 12 steps
-    (its intra-chunk products grow as the square of the chunk) and its gradient, and
-    ~2 s for the loop of single steps, whose train step is as fast
-    (`benchmarks/bench_fast_weights.py --section first`). That loop carries at most 12
-    `A` (or histories of 12 states) for back-propagation.
+    Sequences of up to 12 steps have no tail after the loop (one chunk trained faster
+    than a chunk of 8 plus a short tail). Without XLA they run as one chunk; under XLA
+    (`jit_compile`, JAX, the layer's XLA clusters) as one step per iteration: an unrolled
+    chunk's intra-chunk products grow as the square of the chunk, and XLA compiles such a
+    chunk and its gradient many times slower than the loop of single steps, whose train
+    step is as fast (`benchmarks/bench_fast_weights.py --section first`; the figures are
+    in `benchmarks/README.md`). That loop carries at most 12 `A` (or histories of 12
+    states) for back-propagation.
     """
     if steps > CHUNK * 3 // 2:
         return CHUNK
@@ -187,8 +184,8 @@ def _fast_apply_in_chunk(global_apply, decay, stacked, weights):
     def fast_apply(v):
         out = global_apply(v, decay)
         if stacked is not None:
-            # Products and sums, not einsum: TensorFlow's einsum kernels cost
-            # ~0.1-0.3 ms each on these small tensors without XLA.
+            # Products and sums, not einsum: TensorFlow's einsum kernels are slow on these
+            # small tensors without XLA (benchmarks/README.md).
             scores = ops.sum(stacked * v[:, None, :], axis=-1) * weights
             out = out + ops.sum(scores[:, :, None] * stacked, axis=1)
         return out

@@ -14,7 +14,8 @@ every operation of a step is dispatched on its own, so the number of operations 
 cost. The formula is `keras.layers.LayerNormalization`'s (same epsilon; tested to 1e-6 on
 outputs and 1e-5 on gradients in float32); like it, half-precision inputs are normalized in
 float32 and cast back. `FastWeightsRNN` runs the same forward formula with automatic
-differentiation (`derived_gradient=False`), measured faster in its XLA-compiled loop.
+differentiation (`derived_gradient=False`) in its XLA-compiled loop (why:
+`benchmarks/README.md`).
 
 On PyTorch, Keras's `LayerNormalization` already calls PyTorch's fused `layer_norm`
 kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
@@ -72,10 +73,10 @@ def layer_norm(x, gamma, beta, epsilon, derived_gradient=True):
         beta: Shift `(features,)`.
         epsilon: Python float > 0 added to the variance.
         derived_gradient: Boolean. `True` (default): back-propagate with the hand-derived
-            formula above (`keras.ops.custom_gradient`), fewest operations, the faster form
-            in a TensorFlow graph without XLA. `False`: automatic differentiation of the
-            same forward formula, which measured faster inside `FastWeightsRNN`'s
-            XLA-compiled training loop (the A/B is in benchmarks/README.md).
+            formula above (`keras.ops.custom_gradient`), fewest operations, for a
+            TensorFlow graph without XLA. `False`: automatic differentiation of the same
+            forward formula, for XLA-compiled loops such as `FastWeightsRNN`'s (the
+            measurements behind both choices are in `benchmarks/README.md`).
 
     Returns:
         A tensor of the shape and dtype of `x` (computed in at least float32).

@@ -15,8 +15,8 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import keras_normkit.layers.fast_weights as fast_weights_module
 import keras_normkit.ops.fast_weights_loop as loop_module
+import keras_normkit.ops.fast_weights_rnn as engine_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from keras_normkit.ops.fast_weights_loop import CHUNK
 from tests.conformance import RNN_SUPPORTS_MASKING, LayerConformanceTestCase
@@ -607,10 +607,8 @@ def test_auto_follows_the_compile_mode(monkeypatch, jit_compile):
 def compiled_loops(monkeypatch):
     """A list that grows by one each time the layer runs its loop as XLA clusters."""
     calls = []
-    real = fast_weights_module.xla_compiled
-    monkeypatch.setattr(
-        fast_weights_module, "xla_compiled", lambda fn: calls.append(fn) or real(fn)
-    )
+    real = engine_module.xla_compiled
+    monkeypatch.setattr(engine_module, "xla_compiled", lambda fn: calls.append(fn) or real(fn))
     return calls
 
 
@@ -683,7 +681,7 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
     )
     compiled = gradients()
     assert compiled_loops  # the loop did run as XLA clusters
-    monkeypatch.setattr(fast_weights_module, "can_compile_cluster", lambda: False)
+    monkeypatch.setattr(engine_module, "can_compile_cluster", lambda: False)
     plain = gradients()
     short = steps <= 12
     assert set(chunks) == ({1, steps} if short else {CHUNK})  # compiled, then plain
