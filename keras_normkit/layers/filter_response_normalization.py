@@ -6,49 +6,33 @@ from keras import constraints, initializers, ops, regularizers
 from keras_normkit._validation import check_bool, check_number
 
 
-def _check_axis(axis, allow_list):
+def _check_axis(axis, allow_list, name="axis"):
     axes = axis if allow_list and isinstance(axis, (list, tuple)) else [axis]
     expected = "an int or a non-empty list of ints" if allow_list else "an int"
     if not axes or any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
-        raise TypeError(f"`axis` must be {expected}. Received: axis={axis!r}")
+        raise TypeError(f"`{name}` must be {expected}. Received: {name}={axis!r}")
     if len(set(axes)) != len(axes):
-        raise ValueError(f"`axis` must not repeat an axis. Received: axis={axis!r}")
+        raise ValueError(f"`{name}` must not repeat an axis. Received: {name}={axis!r}")
     return list(axes) if isinstance(axis, (list, tuple)) else axis
 
 
-def _resolve_axes(axis, rank):
+def _resolve_axes(axis, rank, name="axis"):
     """The non-negative axes of `axis` for inputs of rank `rank`, sorted; a clear error if
     one is out of bounds or is the batch axis."""
     resolved = []
     for a in axis if isinstance(axis, list) else [axis]:
         if not -rank <= a < rank:
             raise ValueError(
-                f"`axis` {a} is out of bounds for inputs of rank {rank}. Received: axis={axis}"
+                f"`{name}` {a} is out of bounds for inputs of rank {rank}. Received: {name}={axis}"
             )
         resolved.append(a % rank)
     if 0 in resolved:
-        raise ValueError(f"`axis` must not include the batch axis 0. Received: axis={axis}")
+        raise ValueError(f"`{name}` must not include the batch axis 0. Received: {name}={axis}")
     if len(set(resolved)) != len(resolved):
         raise ValueError(
-            f"`axis` names the same axis twice for inputs of rank {rank}. Received: axis={axis}"
+            f"`{name}` names the same axis twice for inputs of rank {rank}. Received: {name}={axis}"
         )
     return sorted(resolved)
-
-
-def _parameter_shapes(axis, input_shape, what):
-    """`(weight shape, broadcast shape)` of a parameter per position of the `axis` axes."""
-    rank = len(input_shape)
-    axes = _resolve_axes(axis, rank)
-    sizes = [input_shape[a] for a in axes]
-    if any(s is None for s in sizes):
-        raise ValueError(
-            f"{what}: the dimensions on `axis` must be known. Received: axis={axis} for an "
-            f"input of shape {tuple(input_shape)}"
-        )
-    broadcast = [1] * rank
-    for a, s in zip(axes, sizes, strict=True):
-        broadcast[a] = s
-    return tuple(sizes), tuple(broadcast)
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -141,10 +125,16 @@ class FilterResponseNormalization(keras.layers.Layer):
         self.autocast = False
 
     def build(self, input_shape):
-        shape, self._broadcast_shape = _parameter_shapes(
-            self.axis, input_shape, "FilterResponseNormalization"
-        )
         channel = _resolve_axes(self.axis, len(input_shape))[0]
+        if input_shape[channel] is None:
+            raise ValueError(
+                "FilterResponseNormalization: the channel dimension (`axis`) must be known. "
+                f"Received: axis={self.axis} for an input of shape {tuple(input_shape)}"
+            )
+        shape = (input_shape[channel],)
+        self._broadcast_shape = tuple(
+            input_shape[channel] if a == channel else 1 for a in range(len(input_shape))
+        )
         self._channel_axis = channel
         self._spatial_axes = tuple(a for a in range(1, len(input_shape)) if a != channel)
         self.gamma = self.add_weight(
@@ -224,7 +214,7 @@ class FilterResponseNormalization(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class TLU(keras.layers.Layer):
-    """Thresholded linear unit: `y = max(x, tau)`, a learned threshold `tau` per channel.
+    """Thresholded linear unit: `y = max(x, tau)`, with a learned threshold `tau`.
 
     The activation the paper pairs with `FilterResponseNormalization`: FRN subtracts no
     mean, so its output can sit away from zero, and a ReLU's fixed threshold at 0 could
@@ -232,14 +222,14 @@ class TLU(keras.layers.Layer):
     `TLU` is a ReLU). With `affine=True` it is `y = max(x, alpha * x + tau)`, with a
     learned `alpha` too (TF-Addons' TLU-Affine; a leaky ReLU for `tau = 0`).
 
-    `tau` (and `alpha`) have one value per position of the `axis` axes and are shared over
-    the others: `axis=-1` is the paper's per-channel threshold. TF-Addons' `tfa.layers.TLU`
-    has one value per element of the input (all non-batch axes: `axis=[1, ..., rank - 1]`
-    here); `keras_normkit.migration.load_tfa_model` translates it so.
+    As in Keras's `PReLU`, `tau` (and `alpha`) have one value per element of the input
+    (TF-Addons' `tfa.layers.TLU`) unless `shared_axes` names axes along which one value is
+    shared: the paper's per-channel threshold is `shared_axes=[1, 2]` for images
+    `(batch, height, width, channels)`.
 
     Args:
-        axis: Integer or list of integers, the axes along which the parameters vary (the
-            others share them). Default: `-1`.
+        shared_axes: Optional integer or list of integers, the axes (not the batch axis)
+            along which the parameters are shared. Default: `None` (one per element).
         affine: Boolean, whether to learn the slope `alpha` as well. Default: `False`.
         tau_initializer: Initializer of `tau`. Default: `"zeros"`.
         tau_regularizer: Optional regularizer of `tau`.
@@ -250,16 +240,17 @@ class TLU(keras.layers.Layer):
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: A tensor whose `axis` dimensions are known. A mask is passed on.
+        inputs: A tensor whose dimensions, except the batch axis and `shared_axes`, are
+            known. A mask is passed on.
 
     Example:
 
     >>> import keras, numpy as np
     >>> from keras_normkit.layers import TLU
-    >>> layer = TLU(tau_initializer=keras.initializers.Constant(-0.5))
-    >>> y = layer(np.array([[-2.0, -0.25, 1.0]], "float32"))
-    >>> print(keras.ops.convert_to_numpy(y))
-    [[-0.5  -0.25  1.  ]]
+    >>> layer = TLU(shared_axes=1, tau_initializer=keras.initializers.Constant(-0.5))
+    >>> y = layer(np.array([[[-2.0, -0.25, 1.0]]], "float32"))
+    >>> print(keras.ops.convert_to_numpy(y), layer.tau.shape)
+    [[[-0.5  -0.25  1.  ]]] (1, 3)
 
     Reference: Singh & Krishnan, "Filter Response Normalization Layer: Eliminating Batch
     Dependence in the Training of Deep Neural Networks", CVPR 2020, arXiv:1911.09737.
@@ -267,7 +258,7 @@ class TLU(keras.layers.Layer):
 
     def __init__(
         self,
-        axis=-1,
+        shared_axes=None,
         affine=False,
         tau_initializer="zeros",
         tau_regularizer=None,
@@ -278,7 +269,9 @@ class TLU(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.axis = _check_axis(axis, allow_list=True)
+        if shared_axes is not None:
+            shared_axes = _check_axis(shared_axes, allow_list=True, name="shared_axes")
+        self.shared_axes = shared_axes
         self.affine = check_bool("affine", affine)
         self.tau_initializer = initializers.get(tau_initializer)
         self.tau_regularizer = regularizers.get(tau_regularizer)
@@ -288,8 +281,21 @@ class TLU(keras.layers.Layer):
         self.alpha_constraint = constraints.get(alpha_constraint)
         self.supports_masking = True
 
+    def _parameter_shape(self, input_shape):
+        shape = list(input_shape[1:])
+        if self.shared_axes is not None:
+            for a in _resolve_axes(self.shared_axes, len(input_shape), "shared_axes"):
+                shape[a - 1] = 1
+        if any(s is None for s in shape):
+            raise ValueError(
+                "TLU: the dimensions of the input that are not shared must be known. "
+                f"Received: shared_axes={self.shared_axes} for an input of shape "
+                f"{tuple(input_shape)}"
+            )
+        return tuple(shape)
+
     def build(self, input_shape):
-        shape, self._broadcast_shape = _parameter_shapes(self.axis, input_shape, "TLU")
+        shape = self._parameter_shape(input_shape)
         self.tau = self.add_weight(
             shape=shape,
             name="tau",
@@ -307,20 +313,21 @@ class TLU(keras.layers.Layer):
             )
 
     def call(self, inputs):
-        threshold = ops.reshape(self.tau, self._broadcast_shape)
+        threshold = self.tau
         if self.affine:
-            threshold = threshold + ops.reshape(self.alpha, self._broadcast_shape) * inputs
+            threshold = threshold + self.alpha * inputs
         return ops.maximum(inputs, threshold)
 
     def compute_output_shape(self, input_shape):
-        _resolve_axes(self.axis, len(input_shape))
+        if self.shared_axes is not None:
+            _resolve_axes(self.shared_axes, len(input_shape), "shared_axes")
         return input_shape
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "axis": self.axis,
+                "shared_axes": self.shared_axes,
                 "affine": self.affine,
                 "tau_initializer": initializers.serialize(self.tau_initializer),
                 "tau_regularizer": regularizers.serialize(self.tau_regularizer),

@@ -67,17 +67,18 @@ class TLUConformanceTest(LayerConformanceTestCase):
     def test_per_channel(self):
         self.run_conformance_test(
             TLU,
-            {},
+            {"shared_axes": [1, 2]},
             input_shape=(2, 4, 5, 3),
             expected_output_shape=(2, 4, 5, 3),
             supports_masking=True,
             expected_num_trainable_weights=1,
+            dynamic_axes=(1, 2),
         )
 
     def test_affine_per_element(self):
         self.run_conformance_test(
             TLU,
-            {"axis": [1, 2], "affine": True},
+            {"affine": True},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 4, 3),
             supports_masking=True,
@@ -150,21 +151,22 @@ def test_frn_mask_leaves_out_padding_and_is_passed_on():
 def test_tlu_matches_numpy():
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, 4, 5, 3)).astype("float32")
-    for axis, affine in ((-1, False), ([1, 2, 3], True), ([1, -1], True)):
-        layer = TLU(axis=axis, affine=affine)
+    for shared_axes, affine, shape in (
+        ([1, 2], False, (1, 1, 3)),
+        (None, True, (4, 5, 3)),
+        ([1, -1], True, (1, 5, 1)),
+        (2, False, (4, 1, 3)),
+    ):
+        layer = TLU(shared_axes=shared_axes, affine=affine)
         layer.build(x.shape)
-        tau = rng.normal(size=layer.tau.shape).astype("float32")
+        assert tuple(layer.tau.shape) == shape
+        tau = rng.normal(size=shape).astype("float32")
         layer.tau.assign(tau)
-        shape = [1, 1, 1, 1]
-        axes = [a % 4 for a in (axis if isinstance(axis, list) else [axis])]
-        for a in axes:
-            shape[a] = x.shape[a]
         alpha = None
         if affine:
-            alpha = rng.normal(size=layer.alpha.shape).astype("float32")
+            alpha = rng.normal(size=shape).astype("float32")
             layer.alpha.assign(alpha)
-            alpha = alpha.reshape(shape)
-        expected = np_tlu(x, tau.reshape(shape), alpha)
+        expected = np_tlu(x, tau[None], None if alpha is None else alpha[None])
         np.testing.assert_allclose(numpy_of(layer(x)), expected, rtol=1e-6, atol=1e-7)
     # tau = 0 (the default initializer): a ReLU.
     np.testing.assert_array_equal(numpy_of(TLU()(x)), np.maximum(x, 0.0))
@@ -189,11 +191,11 @@ def test_frn_equals_tensorflow_addons(name):
 
 @pytest.mark.parametrize("name", ["tlu", "tlu_affine"])
 def test_tlu_equals_tensorflow_addons(name):
-    """TF-Addons' TLU has one `tau` (and `alpha`) per element: `axis=[1, 2, 3]` here."""
+    """TF-Addons' TLU has one `tau` (and `alpha`) per element, as ours by default."""
     data = np.load(FIXTURES / "frn_layers.npz")
     x = data["x"]
     affine = name == "tlu_affine"
-    layer = TLU(axis=[1, 2, 3], affine=affine)
+    layer = TLU(affine=affine)
     layer.build(x.shape)
     layer.set_weights([data[f"{name}_tau"]] + ([data[f"{name}_alpha"]] if affine else []))
     np.testing.assert_array_equal(numpy_of(layer(x)), data[f"{name}_y"])
@@ -243,14 +245,16 @@ def test_bad_arguments():
         FilterResponseNormalization(axis=0)(np.zeros((2, 3, 3, 2), "float32"))
     with pytest.raises(ValueError, match="must be known"):
         FilterResponseNormalization().build((None, 4, None))
-    for axis in ([], "last", [1.0], None):
-        with pytest.raises(TypeError, match="`axis` must be an int or a non-empty list"):
-            TLU(axis=axis)
-    with pytest.raises(ValueError, match="must not repeat"):
-        TLU(axis=[2, 2])
+    for shared_axes in ([], "last", [1.0], 1.0):
+        with pytest.raises(TypeError, match="`shared_axes` must be an int or a non-empty list"):
+            TLU(shared_axes=shared_axes)
+    with pytest.raises(ValueError, match="`shared_axes` must not repeat"):
+        TLU(shared_axes=[2, 2])
     with pytest.raises(ValueError, match="the same axis twice"):
-        TLU(axis=[1, -1]).build((None, 3))
+        TLU(shared_axes=[1, -1]).build((None, 3))
     with pytest.raises(TypeError, match="`affine`.*Received: affine='yes'"):
         TLU(affine="yes")
     with pytest.raises(ValueError, match="batch axis"):
-        TLU(axis=[0, 1]).build((None, 3))
+        TLU(shared_axes=[0, 1]).build((None, 3))
+    with pytest.raises(ValueError, match="must be known"):
+        TLU(shared_axes=2).build((None, None, 3))

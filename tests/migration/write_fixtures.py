@@ -452,6 +452,32 @@ def cell_and_activation_layers():
     save("unsupported_layers", model, x)
 
 
+def adaptive_pooling():
+    """TF-Addons' adaptive pooling layers, on inputs whose sizes are multiples of the
+    output sizes (TF-Addons splits the input evenly; it fails otherwise)."""
+    seeded(5)
+    x = normal(2, 8, 6, 3)
+    inputs = keras.Input((8, 6, 3))
+    pooled = [
+        keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling2D((4, 3))(inputs)),
+        keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling2D(2)(inputs)),
+    ]
+    sequence = keras.layers.Reshape((8, 18))(inputs)
+    pooled.append(keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling1D(4)(sequence)))
+    pooled.append(keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling1D(2)(sequence)))
+    model = keras.Model(inputs, keras.layers.Concatenate()(pooled))
+    save("adaptive_pooling", model, x)
+    # 3-D apart: Keras 3.15's 3-D adaptive pooling fails inside a TensorFlow graph.
+    x = normal(2, 4, 2, 6, 3)
+    inputs = keras.Input((4, 2, 6, 3))
+    pooled = [
+        keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling3D((2, 1, 3))(inputs)),
+        keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling3D((1, 2, 2))(inputs)),
+    ]
+    model = keras.Model(inputs, keras.layers.Concatenate()(pooled))
+    save("adaptive_pooling_3d", model, x)
+
+
 def training_objects():
     """Compiled models whose training config holds TF-Addons losses, metrics and optimizer
     wrappers: what the loader translates (the focal loss) and what it drops (the rest)."""
@@ -571,6 +597,7 @@ GROUPS = {
     "frn_layers": frn_layers,
     "cell_and_activation_layers": cell_and_activation_layers,
     "training_objects": training_objects,
+    "adaptive_pooling": adaptive_pooling,
     "registry": registry,
 }
 
