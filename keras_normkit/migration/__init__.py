@@ -14,13 +14,18 @@ config and restores the optimizer's step count and moments. Nothing here needs T
 it runs on every backend. `docs/migration.md` lists each translation and every behaviour that
 differs, measured against TF-Addons 0.23.
 
-A TF-Addons object with no equivalent raises a `ValueError` naming it (or pass your own Keras 3
-object for it in `custom_objects`). A SavedModel written by tf.keras 2 is not read here: it
+`tfa_coverage()` says what happens to each of the 98 objects TF-Addons 0.23 registers: it
+loads, it loads for inference (training-only objects dropped with a warning), or it raises a
+`ValueError` naming it and what to use instead (or pass your own Keras 3 object for it in
+`custom_objects`). The package holds one module per step: `_config` (model config),
+`_weights` (weights), `_training` (training config), `_loader` (the file), `_coverage` (the
+outcome table), `_functions` (the activations). A SavedModel written by tf.keras 2 is not read here: it
 loads for inference as `keras.layers.TFSMLayer(path, call_endpoint="serving_default")`
 (TensorFlow backend).
 """
 
+from keras_normkit.migration._coverage import tfa_coverage
 from keras_normkit.migration._functions import tfa_gelu, tfa_sparsemax
 from keras_normkit.migration._loader import load_tfa_model
 
-__all__ = ["load_tfa_model", "tfa_gelu", "tfa_sparsemax"]
+__all__ = ["load_tfa_model", "tfa_coverage", "tfa_gelu", "tfa_sparsemax"]

@@ -46,6 +46,7 @@ class _Translation:
         self.frozen = []
         self.pending_init = {}
         self.weight_hooks = {}
+        self.output_widths = []
 
     def unsupported_error(self, path):
         lines = []

@@ -49,6 +49,10 @@ _ADAPTIVE = (
     "Keras's `keras.layers.{name}` (same `output_size`, `data_format`); TF-Addons splits the "
     "input evenly, so only sizes that are multiples of `output_size` existed"
 )
+_ADAPTIVE_3D = (
+    ". On TensorFlow, Keras 3.15's 3-D adaptive poolings fail inside a model (a Keras bug: "
+    "the pooling window exceeds the input); JAX and PyTorch run them"
+)
 _TFA_OPTIMIZER = "dropped; the model is compiled with Keras's default optimizer, `rmsprop`"
 _WRAPPER = (
     "dropped (it only averages or synchronizes weights during training); the model is "
@@ -66,7 +70,10 @@ COVERAGE = {
         "layer", LOADS, _ADAPTIVE.format(name="AdaptiveAveragePooling2D"), ("adaptive_pooling",)
     ),
     "Addons>AdaptiveAveragePooling3D": _entry(
-        "layer", LOADS, _ADAPTIVE.format(name="AdaptiveAveragePooling3D"), ("adaptive_pooling",)
+        "layer",
+        LOADS,
+        _ADAPTIVE.format(name="AdaptiveAveragePooling3D") + _ADAPTIVE_3D,
+        ("adaptive_pooling_3d",),
     ),
     "Addons>AdaptiveMaxPooling1D": _entry(
         "layer", LOADS, _ADAPTIVE.format(name="AdaptiveMaxPooling1D"), ("adaptive_pooling",)
@@ -75,7 +82,10 @@ COVERAGE = {
         "layer", LOADS, _ADAPTIVE.format(name="AdaptiveMaxPooling2D"), ("adaptive_pooling",)
     ),
     "Addons>AdaptiveMaxPooling3D": _entry(
-        "layer", LOADS, _ADAPTIVE.format(name="AdaptiveMaxPooling3D"), ("adaptive_pooling",)
+        "layer",
+        LOADS,
+        _ADAPTIVE.format(name="AdaptiveMaxPooling3D") + _ADAPTIVE_3D,
+        ("adaptive_pooling_3d",),
     ),
     "Addons>CRF": _layer_error(
         "no Keras 3 equivalent: a `Dense` for the unary scores and your own Viterbi decoding, "
@@ -130,7 +140,7 @@ COVERAGE = {
     ),
     "Addons>Maxout": _layer_error(
         "a `keras.layers.Reshape` to `(..., C // num_units, num_units)` and a max over the "
-        "next-to-last axis, in `custom_objects` (docs/migration.md has one)"
+        "next-to-last axis, in `custom_objects`"
     ),
     "Addons>MultiHeadAttention": _layer_error(
         "`keras.layers.MultiHeadAttention` (other arguments and weight layout: rebuild it "
@@ -341,7 +351,10 @@ COVERAGE = {
         ("triangular2_cyclical_lr",),
     ),
     "Addons>TriangularCyclicalLearningRate": _entry(
-        "schedule", LOADS, "`CyclicalLearningRate(mode='triangular')`", ()
+        "schedule",
+        LOADS,
+        "`CyclicalLearningRate(mode='triangular')`",
+        ("triangular_cyclical_lr",),
     ),
     # ------------------------------------------------------------------ callbacks, models
     "Addons>TQDMProgressBar": _entry(
@@ -364,10 +377,58 @@ COVERAGE = {
 }
 
 
-def instead(name):
-    """What to use instead of the TF-Addons object `name`, for an error message."""
-    entry = COVERAGE.get(name)
-    return entry["replacement"] if entry else "not a TF-Addons 0.23 registered object"
+def tfa_coverage(name=None):
+    """What `load_tfa_model` does with each object TensorFlow Addons 0.23 registers.
+
+    TF-Addons 0.23 registers 98 objects under `Addons>` (layers, RNN cells, activations,
+    losses, metrics, optimizers, learning-rate schedules, callbacks, a model). Each has one
+    outcome:
+
+    - `"loads"`: translated into the keras_normkit or Keras 3 object named in
+      `replacement`; models written by TF-Addons 0.23 (the test fixtures named in
+      `fixtures`) predict, or compute their loss, as TF-Addons did, to 1e-6;
+    - `"loads for inference"`: an object of the training config only (an optimizer, an
+      optimizer wrapper, a metric, a loss) with no equivalent: dropped and named in the
+      load's one warning; the model loads, compiled with what remains;
+    - `"error"`: `load_tfa_model` raises a `ValueError` naming the object, the layer it is
+      in and what to use instead (`replacement`), unless `custom_objects` gives one.
+
+    Args:
+        name: Optional registered name (`"Addons>GroupNormalization"`; the `Addons>`
+            prefix may be left out). Default: `None`, every object.
+
+    Returns:
+        With `name`, a dict with keys `"name"`, `"kind"`, `"outcome"`, `"replacement"` and
+        `"fixtures"`; without, the list of those dicts, sorted by name.
+
+    Raises:
+        TypeError: if `name` is not a string or `None`.
+        ValueError: if `name` is not an object TF-Addons 0.23 registers.
+
+    Example:
+
+    >>> from keras_normkit.migration import tfa_coverage
+    >>> entry = tfa_coverage("GroupNormalization")
+    >>> entry["outcome"], entry["kind"]
+    ('loads', 'layer')
+    >>> len(tfa_coverage()), tfa_coverage("Addons>Maxout")["outcome"]
+    (98, 'error')
+    """
+    if name is None:
+        return [tfa_coverage(key) for key in sorted(COVERAGE)]
+    if not isinstance(name, str):
+        raise TypeError(
+            "`name` must be None or the registered name (a str) of a TF-Addons object. "
+            f"Received: name={name!r} of type {type(name).__name__}"
+        )
+    key = name if name.startswith("Addons>") else "Addons>" + name
+    if key not in COVERAGE:
+        raise ValueError(
+            f"`name` must be an object TensorFlow Addons 0.23 registers (such as "
+            f"'Addons>GroupNormalization'). Received: name={name!r}"
+        )
+    entry = COVERAGE[key]
+    return {"name": key, **entry, "fixtures": list(entry["fixtures"])}
 
 
 def _cell(text):

@@ -99,35 +99,37 @@ def load_tfa_model(path, compile=True, custom_objects=None, data_init_batch=None
 
     Every TF-Addons object is replaced by the keras_normkit or Keras 3 object that computes
     the same function, with its arguments translated one by one and its weights mapped
-    (docs/migration.md lists each translation, and what differs, measured against
-    TF-Addons 0.23):
+    (`tfa_coverage()` gives the outcome for each of the 98 objects TF-Addons 0.23
+    registers; docs/migration.md has the table and what differs, measured against
+    TF-Addons 0.23). Among them:
 
     - `Addons>WeightNormalization` around `Dense`/`Conv1D`/`Conv2D`/`Conv3D` ->
       `keras_normkit.layers.WeightNormalization` (same `data_init`; `g`, `v` and the bias
       mapped, TF-Addons' `initialized` flag kept);
     - `Addons>LayerNormLSTMCell` -> `keras_normkit.layers.LayerNormLSTMCell(...,
-      carry_normalized_state=True)`;
-    - `Addons>LayerNormSimpleRNNCell` -> `keras_normkit.layers.LayerNormSimpleRNNCell`
-      (`layernorm_epsilon` -> `norm_epsilon`, `gamma_initializer` ->
-      `norm_gamma_initializer`; the norm's shift `beta`, which TF-Addons' cell lacks, is
-      zero and not trainable);
-    - the activations `Addons>mish`, `hardshrink`, `softshrink`, `tanhshrink` ->
-      Keras's `mish`, `hard_shrink`, `soft_shrink`, `tanh_shrink`; `Addons>sparsemax` ->
-      `tfa_sparsemax`; `Addons>gelu` -> `tfa_gelu` (the tanh approximation);
-    - in the training config, `Addons>TriangularCyclicalLearningRate`,
-      `Triangular2CyclicalLearningRate` and `ExponentialCyclicalLearningRate`, and
-      `CyclicalLearningRate` with `scale_fn=lambda x: c` ->
-      `keras_normkit.schedules.CyclicalLearningRate` (`mode="triangular"`,
-      `"triangular2"`, `"exp_range"`).
+      carry_normalized_state=True)`; `Addons>LayerNormSimpleRNNCell` ->
+      `keras_normkit.layers.LayerNormSimpleRNNCell`;
+    - `Addons>FilterResponseNormalization` and `Addons>TLU` -> keras_normkit's;
+      `Addons>GroupNormalization`, `Addons>InstanceNormalization` -> Keras's
+      `GroupNormalization` (`groups=-1` for instance normalization);
+      `Addons>SpectralNormalization` -> Keras's (the power-iteration vector kept);
+      TF-Addons' adaptive poolings -> Keras's;
+    - the activations `Addons>gelu` (`tfa_gelu`), `sparsemax` (`tfa_sparsemax`), `mish`,
+      `hardshrink`, `softshrink`, `tanhshrink`, and the layers `Addons>GELU`,
+      `Addons>Sparsemax`;
+    - in the training config, the `Addons>*CyclicalLearningRate` schedules ->
+      `keras_normkit.schedules.CyclicalLearningRate`; the sigmoid focal cross-entropy ->
+      Keras's `BinaryFocalCrossentropy`; the optimizer wrappers `Addons>Lookahead`,
+      `MovingAverage` and `SWA` -> the optimizer they wrap.
 
     Any other `Addons>` object in the model raises a `ValueError` naming it, unless
     `custom_objects` maps its name to a Keras 3 replacement. With `compile=True` the model
     is compiled from the file's training config with what can be translated (the optimizer
     and its settings, its learning-rate schedule, Keras's losses and metrics) and the
     optimizer's step count and moments are restored, so training continues as in
-    tf.keras 2; whatever cannot be translated (a TF-Addons loss, metric or optimizer, a
-    `scale_fn` that is not a constant) is named in one `UserWarning` and never stops the
-    load. With `compile=False` the training config is not read.
+    tf.keras 2; whatever cannot be translated (a TF-Addons loss, metric or optimizer, an
+    optimizer wrapper, a `scale_fn` that is not a constant) is named in one `UserWarning`
+    and never stops the load: the model loads for inference. With `compile=False` the training config is not read.
 
     A `WeightNormalization` with `data_init=True` saved before its first call is not
     initialized yet: TF-Addons initializes it on the first batch it is called on (in

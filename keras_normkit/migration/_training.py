@@ -13,6 +13,7 @@ import types
 import keras
 import numpy as np
 
+from keras_normkit.migration import _coverage
 from keras_normkit.migration._config import _ADDONS, _addons_name
 
 _SCHEDULES = (
@@ -147,6 +148,15 @@ def _optimizer(config, state):
     if class_name.startswith("Custom>"):  # tf.keras 2.11+ registers its optimizers so
         class_name = class_name[len("Custom>") :]
     name = _addons_name(config)
+    if name in _WRAPPERS and name not in state.custom_objects:
+        inner = (config.get("config") or {}).get("optimizer")
+        state.notes.append(
+            f"the optimizer wrapper {name} is dropped ({_WRAPPERS[name]}, for training only): "
+            "the model is compiled with the optimizer it wraps"
+        )
+        if isinstance(inner, str):  # e.g. "adam"
+            inner = {"class_name": type(keras.optimizers.get(inner)).__name__, "config": {}}
+        return _optimizer(inner, state)
     if name is not None and name not in state.custom_objects:
         state.notes.append(f"the optimizer {name} has no equivalent")
         return None
@@ -176,6 +186,49 @@ def _optimizer(config, state):
     return cls(**settings)
 
 
+# TF-Addons' optimizer wrappers: what each adds to the optimizer it wraps.
+_WRAPPERS = {
+    "Addons>Lookahead": "slow weights synchronized every `sync_period` steps",
+    "Addons>MovingAverage": "a moving average of the weights, swapped in on request",
+    "Addons>SWA": "a stochastic weight average, swapped in on request",
+}
+_FOCAL = ("Addons>SigmoidFocalCrossEntropy", "Addons>sigmoid_focal_crossentropy")
+
+
+def _focal_loss(name, value, state):
+    """Keras's BinaryFocalCrossentropy for TF-Addons' sigmoid focal cross-entropy, or `None`.
+
+    TF-Addons computes, per element, `alpha_t (1 - p_t)^gamma CE(y, p)` with `alpha_t =
+    y alpha + (1 - y)(1 - alpha)` (no weighting for `alpha=None` or 0) and sums over the
+    last axis; Keras's `BinaryFocalCrossentropy(apply_class_balancing=True)` computes the
+    same elements and averages over the last axis: the two agree for outputs of one unit.
+    TF-Addons' class defaults to `reduction="none"`, which tf.keras 2's `compile` sums over
+    the batch for the gradient (`reduction="sum"` here); the function, saved by its name,
+    is averaged over the batch.
+    """
+    config = (value.get("config") or {}) if isinstance(value, dict) else {}
+    widths = state.output_widths
+    if any(width != 1 for width in widths):
+        state.notes.append(
+            f"the loss {name} is dropped: for outputs wider than one unit ({widths}) TF-Addons "
+            "sums the focal cross-entropy over the last axis and Keras's "
+            "BinaryFocalCrossentropy averages it"
+        )
+        return None
+    alpha = config.get("alpha", 0.25)
+    gamma = config.get("gamma", 2.0)
+    reduction = config.get("reduction", "none" if config else "sum_over_batch_size")
+    reduction = {"none": "sum", "auto": "sum_over_batch_size"}.get(reduction, reduction)
+    return keras.losses.BinaryFocalCrossentropy(
+        apply_class_balancing=bool(alpha),
+        alpha=float(alpha or 0.25),
+        gamma=float(gamma or 0.0),
+        from_logits=bool(config.get("from_logits", False)),
+        reduction=reduction,
+        name=config.get("name", "sigmoid_focal_crossentropy"),
+    )
+
+
 def _loss_or_metric(value, state, kind):
     """A Keras 3 loss or metric for a tf.keras 2 one, or `None` (with a note)."""
     if value is None:
@@ -188,10 +241,16 @@ def _loss_or_metric(value, state, kind):
     name = _addons_name(value) if isinstance(value, dict) else None
     if name is None and isinstance(value, str) and value.startswith(_ADDONS):
         name = value
+    if name is None and isinstance(value, str):  # tf.keras 2 saves a function by its name
+        entry = _coverage.COVERAGE.get(_ADDONS + value)
+        if entry is not None and entry["kind"] == "loss function":
+            name = _ADDONS + value
     if name is not None:
         if name in state.custom_objects:
             return state.custom_objects[name]
-        state.notes.append(f"the {kind} {name} has no equivalent")
+        if name in _FOCAL and kind == "loss":
+            return _focal_loss(name, value, state)
+        state.notes.append(f"the {kind} {name} (TF-Addons') is dropped")
         return None
     getter = keras.losses.get if kind == "loss" else keras.metrics.get
     try:
@@ -218,6 +277,7 @@ def _loss_or_metric(value, state, kind):
 
 
 def _compile(model, training_config, optimizer_weights, variables, state):
+    state.output_widths = [output.shape[-1] for output in model.outputs]
     optimizer = _optimizer(training_config.get("optimizer_config"), state)
     loss = _loss_or_metric(training_config.get("loss"), state, "loss")
     if optimizer is None:
@@ -268,10 +328,15 @@ def _restore_optimizer(model, weights, variables, state):
             optimizer.iterations.assign(int(np.asarray(value)))
             continue
         found = _slot(parts, kind, variables)
+        if found is not None and kind == "SGD" and not optimizer.momentum:
+            continue  # tf.keras 2 keeps a momentum slot that momentum=0 never reads
         slot = None
         if found is not None:
             variable, slot_name = found
             slot = by_name.get(f"{variable.path.replace('/', '_')}_{slot_name}")
+        if slot is not None and tuple(slot.shape) != np.shape(value):
+            if np.size(value) == math.prod(slot.shape):  # a weight the loader reshaped
+                value = np.reshape(value, slot.shape)
         if slot is None or tuple(slot.shape) != np.shape(value):
             missing.append(name)
             continue

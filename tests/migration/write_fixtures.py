@@ -478,6 +478,24 @@ def adaptive_pooling():
     save("adaptive_pooling_3d", model, x)
 
 
+def triangular_schedule():
+    """Adam with a TriangularCyclicalLearningRate, two steps, then one more."""
+    seeded(6)
+    x = normal(8, 4)
+    steps = np.arange(0, 40, dtype="float32")
+    schedule = tfa.optimizers.TriangularCyclicalLearningRate(1e-3, 1e-2, step_size=3)
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=schedule), loss="mse")
+    model.fit(x, normal(8, 1), batch_size=4, epochs=1, verbose=0)
+    rates = np.array([float(schedule(s)) for s in steps], "float32")
+    next_batch = (normal(4, 4), normal(4, 1))
+    save(
+        "triangular_cyclical_lr", model, x, next_batch=next_batch, steps=steps, learning_rates=rates
+    )
+
+
 def training_objects():
     """Compiled models whose training config holds TF-Addons losses, metrics and optimizer
     wrappers: what the loader translates (the focal loss) and what it drops (the rest)."""
@@ -598,6 +616,7 @@ GROUPS = {
     "cell_and_activation_layers": cell_and_activation_layers,
     "training_objects": training_objects,
     "adaptive_pooling": adaptive_pooling,
+    "triangular_schedule": triangular_schedule,
     "registry": registry,
 }
 
