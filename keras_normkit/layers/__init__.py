@@ -7,6 +7,7 @@ from keras_normkit.layers.filter_response_normalization import TLU, FilterRespon
 from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
 from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
 from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
+from keras_normkit.layers.peephole_lstm import PeepholeLSTMCell
 from keras_normkit.layers.position_encoding import PositionEncoding
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
@@ -32,4 +33,5 @@ __all__ = [
     "PositionEncoding",
     "FilterResponseNormalization",
     "TLU",
+    "PeepholeLSTMCell",
 ]

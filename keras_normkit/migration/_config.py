@@ -187,6 +187,12 @@ def _layer_norm_lstm_cell(config, state):
     return _serialized("keras_normkit>LayerNormLSTMCell", config)
 
 
+def _peephole_lstm_cell(config, state):
+    config = _cell_common(config, state)
+    config.pop("implementation", None)  # Keras's LSTMCell kernel choice, same function
+    return _serialized("keras_normkit>PeepholeLSTMCell", config)
+
+
 def _layer_norm_simple_rnn_cell(config, state):
     config = _cell_common(config, state)
     config["norm_epsilon"] = config.pop("layernorm_epsilon", 1e-5)
@@ -310,6 +316,7 @@ _LAYER_TRANSLATORS = {
     "Addons>WeightNormalization": _weight_normalization,
     "Addons>LayerNormLSTMCell": _layer_norm_lstm_cell,
     "Addons>LayerNormSimpleRNNCell": _layer_norm_simple_rnn_cell,
+    "Addons>PeepholeLSTMCell": _peephole_lstm_cell,
     "Addons>GroupNormalization": _group_normalization,
     "Addons>InstanceNormalization": _instance_normalization,
     "Addons>SpectralNormalization": _spectral_normalization,

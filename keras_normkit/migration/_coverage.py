@@ -224,9 +224,9 @@ COVERAGE = {
     ),
     "Addons>PeepholeLSTMCell": _entry(
         "cell",
-        ERROR,
-        "no Keras 3 equivalent (Keras's `LSTMCell` has no peephole weights): your own cell in "
-        "`custom_objects`",
+        LOADS,
+        "`keras_normkit.layers.PeepholeLSTMCell` (`implementation` dropped: the same function)",
+        ("peephole_lstm",),
     ),
     # ------------------------------------------------------------------ activations
     "Addons>gelu": _entry(
