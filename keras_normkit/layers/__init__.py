@@ -3,9 +3,11 @@
 from keras_normkit.layers.alpha_dropout import AlphaDropout
 from keras_normkit.layers.convex_combination import ConvexCombination
 from keras_normkit.layers.fast_weights import FastWeightsRNN, FastWeightsRNNCell
+from keras_normkit.layers.filter_response_normalization import TLU, FilterResponseNormalization
 from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
 from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
 from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
+from keras_normkit.layers.peephole_lstm import PeepholeLSTMCell
 from keras_normkit.layers.position_encoding import PositionEncoding
 from keras_normkit.layers.qrn import QRN, QRNCell
 from keras_normkit.layers.scale_normalization import ScaleNormalization
@@ -29,4 +31,7 @@ __all__ = [
     "QRNCell",
     "WeightNormalization",
     "PositionEncoding",
+    "FilterResponseNormalization",
+    "TLU",
+    "PeepholeLSTMCell",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from keras_normkit.layers import LayerNormLSTMCell, WeightNormalization
+from keras_normkit.migration import _coverage
 from keras_normkit.schedules import CyclicalLearningRate
 from tests.conftest import requires_tensorflow
 
@@ -42,6 +43,29 @@ def run(name, folder, **namespace):
         patch.chdir(folder)
         exec(compile(block(name), f"docs/migration.md:{name}", "exec"), namespace)
     return namespace, [str(w.message) for w in caught if "load_tfa_model" in str(w.message)]
+
+
+def coverage_block(text):
+    match = re.search(r"<!-- tfa-coverage:start -->\n(.*?)<!-- tfa-coverage:end -->", text, re.S)
+    assert match, "docs/migration.md has no tfa-coverage markers"
+    return match
+
+
+def write_coverage_table():
+    """Writes the coverage table of `keras_normkit.migration.tfa_coverage` into
+    docs/migration.md: `python -m tests.migration.test_migration_docs`."""
+    text = PAGE.read_text(encoding="utf-8")
+    match = coverage_block(text)
+    table = _coverage.coverage_markdown()
+    PAGE.write_text(text[: match.start(1)] + table + text[match.end(1) :], encoding="utf-8")
+
+
+def test_coverage_table_is_generated_from_the_code():
+    table = coverage_block(PAGE.read_text(encoding="utf-8")).group(1)
+    assert table == _coverage.coverage_markdown(), (
+        "docs/migration.md's coverage table differs from keras_normkit.migration's: "
+        "run `python -m tests.migration.test_migration_docs`"
+    )
 
 
 def test_every_marker_is_tested():
@@ -96,3 +120,7 @@ def test_saved_model(tmp_path):
     namespace, _ = run("saved-model", tmp_path, x=data["x"])
     y = keras.ops.convert_to_numpy(namespace["y"])
     np.testing.assert_allclose(y, data["y"], rtol=1e-6, atol=1e-6)
+
+
+if __name__ == "__main__":
+    write_coverage_table()

@@ -331,16 +331,314 @@ def weight_norm_functional():
     print(f"weight_norm_functional_uninitialized: {path.stat().st_size} bytes")
 
 
-def main():
+def seeded(seed):
+    """A fresh generator (and TensorFlow seed) per fixture group added after the first ones,
+    so that each group writes the same values whether it runs alone or with the others."""
+    global RNG
+    RNG = np.random.default_rng(seed)
+    tf.keras.utils.set_random_seed(seed)
+
+
+def normalization_models():
+    """TF-Addons' normalization layers, with non-default weights and arguments."""
+    seeded(1)
+    x = normal(3, 6, 6, 4)
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 4)),
+            tfa.layers.FilterResponseNormalization(learned_epsilon=True),
+            tfa.layers.TLU(),
+            keras.layers.Conv2D(5, 3, padding="same"),
+            tfa.layers.FilterResponseNormalization(epsilon=1e-3),
+            tfa.layers.TLU(affine=True),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2),
+        ]
+    )
+    perturb(model)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.fit(x, normal(3, 2), batch_size=3, epochs=1, verbose=0)
+    save("filter_response_norm", model, x, next_batch=(normal(3, 6, 6, 4), normal(3, 2)))
+
+    x = normal(3, 4, 6, 6)  # channels on axis 1 for the second group norm
+    model = keras.Sequential(
+        [
+            keras.Input((4, 6, 6)),
+            tfa.layers.InstanceNormalization(epsilon=1e-2),
+            tfa.layers.GroupNormalization(groups=2, axis=1, epsilon=1e-4),
+            keras.layers.Conv2D(6, 3, padding="same"),
+            tfa.layers.GroupNormalization(groups=3, center=False),
+            tfa.layers.InstanceNormalization(scale=False),
+            keras.layers.Flatten(),
+            keras.layers.Dense(2),
+        ]
+    )
+    perturb(model)
+    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")
+    model.fit(x, normal(3, 2), batch_size=3, epochs=1, verbose=0)
+    save("group_norm", model, x, next_batch=(normal(3, 4, 6, 6), normal(3, 2)))
+
+    x = normal(4, 6, 6, 2)
+    model = keras.Sequential(
+        [
+            keras.Input((6, 6, 2)),
+            tfa.layers.SpectralNormalization(keras.layers.Conv2D(3, 3, activation="relu")),
+            keras.layers.Flatten(),
+            tfa.layers.SpectralNormalization(keras.layers.Dense(2), power_iterations=3),
+        ]
+    )
+    perturb(model)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.fit(x, normal(4, 2), batch_size=4, epochs=2, verbose=0)  # u and the kernels move
+    save("spectral_norm", model, x, next_batch=(normal(4, 6, 6, 2), normal(4, 2)))
+
+
+def frn_layers():
+    """The two FRN layers alone: input, TF-Addons' weights and outputs (a layer-level
+    comparison that needs no loader)."""
+    seeded(2)
+    x = normal(2, 5, 5, 3, scale=2.0)
+    out = {"x": x}
+    for name, layer in {
+        "frn": tfa.layers.FilterResponseNormalization(epsilon=1e-4),
+        "frn_learned": tfa.layers.FilterResponseNormalization(learned_epsilon=True),
+        "tlu": tfa.layers.TLU(),
+        "tlu_affine": tfa.layers.TLU(affine=True),
+    }.items():
+        layer.build(x.shape)
+        for weight in layer.weights:
+            weight.assign(weight.numpy() + normal(*weight.shape, scale=0.5))
+        out[f"{name}_y"] = layer(x).numpy()
+        for weight in layer.weights:
+            short = weight.name.split("/")[-1].split(":")[0]
+            out[f"{name}_{short}"] = weight.numpy()
+    np.savez(OUT / "frn_layers.npz", **out)
+    print("frn_layers:", sorted(out))
+
+
+def cell_and_activation_layers():
+    """PeepholeLSTMCell, TF-Addons' activation layers, and the objects we do not translate."""
+    seeded(3)
+    x = normal(4, 6, 3)
+    model = keras.Sequential(
+        [
+            keras.Input((6, 3)),
+            keras.layers.RNN(tfa.rnn.PeepholeLSTMCell(4), return_sequences=True),
+            keras.layers.RNN(tfa.rnn.PeepholeLSTMCell(3, implementation=2), go_backwards=True),
+            keras.layers.Dense(2),
+        ]
+    )
+    perturb(model)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.fit(x, normal(4, 2), batch_size=4, epochs=1, verbose=0)
+    save("peephole_lstm", model, x, next_batch=(normal(4, 6, 3), normal(4, 2)))
+
+    x = normal(5, 6, scale=1.5)
+    model = keras.Sequential(
+        [
+            keras.Input((6,)),
+            keras.layers.Dense(6),
+            tfa.layers.GELU(),
+            keras.layers.Dense(6),
+            tfa.layers.GELU(approximate=False),
+            keras.layers.Dense(4),
+            tfa.layers.Sparsemax(),
+        ]
+    )
+    perturb(model)
+    save("activation_layers", model, x)
+
+    model = keras.Sequential([keras.Input((6,)), tfa.layers.Maxout(3), tfa.layers.Snake()])
+    save("unsupported_layers", model, x)
+
+
+def adaptive_pooling():
+    """TF-Addons' adaptive pooling layers, on inputs whose sizes are multiples of the
+    output sizes (TF-Addons splits the input evenly; it fails otherwise)."""
+    seeded(5)
+    x = normal(2, 8, 6, 3)
+    inputs = keras.Input((8, 6, 3))
+    pooled = [
+        keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling2D((4, 3))(inputs)),
+        keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling2D(2)(inputs)),
+    ]
+    sequence = keras.layers.Reshape((8, 18))(inputs)
+    pooled.append(keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling1D(4)(sequence)))
+    pooled.append(keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling1D(2)(sequence)))
+    model = keras.Model(inputs, keras.layers.Concatenate()(pooled))
+    save("adaptive_pooling", model, x)
+    # 3-D apart: Keras 3.15's 3-D adaptive pooling fails inside a TensorFlow graph.
+    x = normal(2, 4, 2, 6, 3)
+    inputs = keras.Input((4, 2, 6, 3))
+    pooled = [
+        keras.layers.Flatten()(tfa.layers.AdaptiveAveragePooling3D((2, 1, 3))(inputs)),
+        keras.layers.Flatten()(tfa.layers.AdaptiveMaxPooling3D((1, 2, 2))(inputs)),
+    ]
+    model = keras.Model(inputs, keras.layers.Concatenate()(pooled))
+    save("adaptive_pooling_3d", model, x)
+
+
+def triangular_schedule():
+    """Adam with a TriangularCyclicalLearningRate, two steps, then one more."""
+    seeded(6)
+    x = normal(8, 4)
+    steps = np.arange(0, 40, dtype="float32")
+    schedule = tfa.optimizers.TriangularCyclicalLearningRate(1e-3, 1e-2, step_size=3)
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=schedule), loss="mse")
+    model.fit(x, normal(8, 1), batch_size=4, epochs=1, verbose=0)
+    rates = np.array([float(schedule(s)) for s in steps], "float32")
+    next_batch = (normal(4, 4), normal(4, 1))
+    save(
+        "triangular_cyclical_lr", model, x, next_batch=next_batch, steps=steps, learning_rates=rates
+    )
+
+
+def training_objects():
+    """Compiled models whose training config holds TF-Addons losses, metrics and optimizer
+    wrappers: what the loader translates (the focal loss) and what it drops (the rest)."""
+    seeded(4)
+    x = normal(8, 5)
+    y = (RNG.random((8, 1)) > 0.5).astype("float32")
+    losses = {
+        "focal_loss": tfa.losses.SigmoidFocalCrossEntropy(alpha=0.3, gamma=1.5),
+        "focal_loss_function": tfa.losses.sigmoid_focal_crossentropy,
+    }
+    for name, loss in losses.items():
+        model = keras.Sequential(
+            [keras.Input((5,)), keras.layers.Dense(3, "relu"), keras.layers.Dense(1, "sigmoid")]
+        )
+        perturb(model)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=loss)
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        y_next = (RNG.random((8, 1)) > 0.5).astype("float32")
+        save(name, model, x, next_batch=(normal(8, 5), y_next), target=y)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+    model.compile(
+        optimizer="sgd", loss=tfa.losses.SigmoidFocalCrossEntropy(from_logits=True, gamma=0.0)
+    )
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    save("focal_loss_logits", model, x, next_batch=(normal(8, 5), y), target=y)
+
+    wrappers = {
+        "moving_average": tfa.optimizers.MovingAverage(
+            keras.optimizers.legacy.Adam(0.01), average_decay=0.9
+        ),
+        "swa": tfa.optimizers.SWA(keras.optimizers.legacy.SGD(0.05), start_averaging=1),
+        "lookahead": tfa.optimizers.Lookahead(keras.optimizers.legacy.Adam(0.01)),
+    }
+    for name, optimizer in wrappers.items():
+        model = keras.Sequential(
+            [keras.Input((5,)), keras.layers.Dense(4, "tanh"), keras.layers.Dense(2)]
+        )
+        perturb(model)
+        model.compile(
+            optimizer=optimizer,
+            loss="mse",
+            metrics=[tfa.metrics.RSquare(), "mae"],
+        )
+        model.fit(x, normal(8, 2), batch_size=4, epochs=1, verbose=0)
+        save(f"optimizer_{name}", model, x)
+
+
+def registry():
+    """Every object TF-Addons registers under `Addons>`, with its module and kind, in
+    `tfa_registry.json`: what tf.keras 2's custom objects hold once every module of
+    TF-Addons is imported (`import tensorflow_addons` imports all but
+    `tensorflow_addons.layers.netvlad`), checked against the names that TF-Addons' sources
+    decorate with `register_keras_serializable(package="Addons")`."""
+    import importlib
+    import inspect
+    import pkgutil
+    import re
+
+    for module in pkgutil.walk_packages(tfa.__path__, "tensorflow_addons."):
+        if ".tests" not in module.name and not module.name.endswith("conftest"):
+            importlib.import_module(module.name)
+    objects = keras.utils.get_custom_objects()
+    entries = []
+    for name in sorted(n for n in objects if n.startswith("Addons>")):
+        obj = objects[name]
+        module = obj.__module__
+        if inspect.isclass(obj) and issubclass(obj, keras.losses.Loss):
+            kind = "loss"
+        elif inspect.isclass(obj) and issubclass(obj, keras.metrics.Metric):
+            kind = "metric"
+        elif inspect.isclass(obj) and issubclass(
+            obj, keras.optimizers.schedules.LearningRateSchedule
+        ):
+            kind = "schedule"
+        elif inspect.isclass(obj) and issubclass(
+            obj, (keras.optimizers.Optimizer, keras.optimizers.legacy.Optimizer)
+        ):
+            kind = "optimizer"
+        elif inspect.isclass(obj) and issubclass(obj, keras.callbacks.Callback):
+            kind = "callback"
+        elif inspect.isclass(obj) and issubclass(obj, keras.Model):
+            kind = "model"
+        elif inspect.isclass(obj) and issubclass(obj, keras.layers.Layer):
+            kind = "cell" if module.startswith("tensorflow_addons.rnn.") else "layer"
+        elif ".losses." in module:
+            kind = "loss function"
+        elif ".activations." in module:
+            kind = "activation"
+        else:
+            raise AssertionError(f"{name}: unknown kind ({obj!r})")
+        entries.append({"name": name, "module": module, "kind": kind})
+    root = pathlib.Path(tfa.__file__).parent
+    pattern = re.compile(
+        r"register_keras_serializable\(\s*package=[\"']Addons[\"']"
+        r"(?:\s*,\s*name=[\"'](\w+)[\"'])?\s*\)\s*(?:@[^\n]*\n\s*)*(?:class|def)\s+(\w+)"
+    )
+    decorated = {
+        "Addons>" + (match.group(1) or match.group(2))
+        for path in root.rglob("*.py")
+        if "tests" not in path.parts
+        for match in pattern.finditer(path.read_text())
+    }
+    assert decorated == {e["name"] for e in entries}, decorated ^ {e["name"] for e in entries}
+    document = {
+        "tensorflow_addons": tfa.__version__,
+        "how": "keras.utils.get_custom_objects() once every module of tensorflow_addons is "
+        "imported, names "
+        "starting with 'Addons>' (tests/migration/write_fixtures.py, registry())",
+        "objects": entries,
+    }
+    (OUT / "tfa_registry.json").write_text(json.dumps(document, indent=1) + "\n")
+    print(f"registry: {len(entries)} objects")
+
+
+GROUPS = {
+    "normalization_models": normalization_models,
+    "frn_layers": frn_layers,
+    "cell_and_activation_layers": cell_and_activation_layers,
+    "training_objects": training_objects,
+    "adaptive_pooling": adaptive_pooling,
+    "triangular_schedule": triangular_schedule,
+    "registry": registry,
+}
+
+
+def main(groups):
+    """Writes every fixture, or with group names (`python write_fixtures.py registry`)
+    only the groups named, which seed their own random numbers."""
     OUT.mkdir(exist_ok=True)
-    tf.keras.utils.set_random_seed(0)
-    rnn_models()
-    weight_norm_models()
-    schedule_models()
-    activation_models()
-    saved_model()
-    functions()
-    weight_norm_functional()
+    if groups:
+        for group in groups:
+            GROUPS[group]()
+    else:
+        tf.keras.utils.set_random_seed(0)
+        rnn_models()
+        weight_norm_models()
+        schedule_models()
+        activation_models()
+        saved_model()
+        functions()
+        weight_norm_functional()
+        for group in GROUPS.values():
+            group()
     versions = {
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
@@ -355,4 +653,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
