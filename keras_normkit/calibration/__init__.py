@@ -1,8 +1,8 @@
 """Post-hoc calibration of Keras classifiers (Guo et al., ICML 2017, arXiv:1706.04599).
 
-* Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`,
-  `VectorScaling`, `MatrixScaling`, fitted with `wrapper.calibrate(x, y)` (used before it,
-  they raise `NotCalibratedError`).
+* Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`
+  (`temperature.py`), `VectorScaling`, `MatrixScaling` (`affine.py`), fitted with
+  `wrapper.calibrate(x, y)` (used before it, they raise `NotCalibratedError`).
 * Beyond scaling (one-vs-rest, renormalized; Zadrozny & Elkan 2001/2002, Platt 1999):
   `HistogramBinning` / `fit_histogram_binning` (`binning.py`), `IsotonicCalibration` /
   `fit_isotonic_calibration` (`isotonic.py`), `PlattScaling` / `fit_platt_scaling`
@@ -15,17 +15,18 @@
 * Large validation sets: `collect_logits` (batch-wise, spilled to a memmap beyond a budget).
 """
 
+from keras_normkit.calibration.affine import (
+    MatrixScaling,
+    VectorScaling,
+    fit_matrix_scaling,
+    fit_vector_scaling,
+)
 from keras_normkit.calibration.binning import (
     HistogramBinning,
     HistogramBinningMap,
     fit_histogram_binning,
 )
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
-from keras_normkit.calibration.fitting import (
-    fit_matrix_scaling,
-    fit_temperature,
-    fit_vector_scaling,
-)
 from keras_normkit.calibration.functional import (
     CalibrationBins,
     calibration_bins,
@@ -41,12 +42,8 @@ from keras_normkit.calibration.isotonic import (
 )
 from keras_normkit.calibration.platt import PlattScaling, PlattScalingMap, fit_platt_scaling
 from keras_normkit.calibration.reliability import reliability_diagram
-from keras_normkit.calibration.wrappers import (
-    MatrixScaling,
-    NotCalibratedError,
-    TemperatureScaling,
-    VectorScaling,
-)
+from keras_normkit.calibration.temperature import TemperatureScaling, fit_temperature
+from keras_normkit.calibration.wrappers import NotCalibratedError
 
 __all__ = [
     "CalibrationBins",

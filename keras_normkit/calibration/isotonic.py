@@ -32,12 +32,7 @@ from keras import ops
 
 from keras_normkit._validation import check_int
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration.wrappers import (
-    _CALL_ARGS,
-    _COMMON_ARGS,
-    _ONE_LOGIT_EXAMPLE,
-    _OneVsRestCalibrator,
-)
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
 
 __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibration"]
 
@@ -49,7 +44,7 @@ RESOLUTION = float(np.finfo(np.float64).resolution)
 DEFAULT_NUM_BREAKPOINTS = 1024
 
 
-class IsotonicCalibrationMap:
+class IsotonicCalibrationMap(OneVsRestMap):
     """A fitted isotonic map: per column, the thresholds of a piecewise-linear function.
 
     Attributes:
@@ -68,21 +63,13 @@ class IsotonicCalibrationMap:
         self.x_thresholds = [np.asarray(x, np.float64) for x in x_thresholds]
         self.y_thresholds = [np.asarray(y, np.float64) for y in y_thresholds]
 
-    @property
-    def num_columns(self):
-        return len(self.x_thresholds)
+    _per_column = "x_thresholds"
 
-    def predict(self, probabilities):
-        """Calibrated probabilities, shaped like `probabilities`."""
-        return _one_vs_rest.predict_columns(
-            probabilities,
-            self.num_columns,
-            lambda j, p: np.interp(p, self.x_thresholds[j], self.y_thresholds[j]),
-        )
+    def _map_column(self, column, values):
+        return np.interp(values, self.x_thresholds[column], self.y_thresholds[column])
 
-    def __repr__(self):
-        sizes = [len(x) for x in self.x_thresholds]
-        return f"IsotonicCalibrationMap(columns={self.num_columns}, thresholds={sizes})"
+    def _summary(self):
+        return f"columns={self.num_columns}, thresholds={[len(x) for x in self.x_thresholds]}"
 
 
 def _tie_groups(x):
@@ -230,7 +217,7 @@ def _fit_columns(columns, labels):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class IsotonicCalibration(_OneVsRestCalibrator):
-    __doc__ = f"""Isotonic calibration of a trained classifier: a fitted non-decreasing map.
+    """Isotonic calibration of a trained classifier: a fitted non-decreasing map.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
     classifier; each class's probability, one-vs-rest, otherwise), the non-decreasing map
@@ -250,17 +237,29 @@ class IsotonicCalibration(_OneVsRestCalibrator):
     or exporting the wrapper, and reading `calibration_map_`, raise `NotCalibratedError`.
 
     Args:
-{_COMMON_ARGS}
+        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
+            (the calibrated logits) for the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`.
         num_breakpoints: Size of the threshold weights (>= 2), or `None` (default) to let
             the first `calibrate` choose it (see above); restored by `from_config`.
 
-{_CALL_ARGS}
+    Call arguments:
+        inputs: Inputs of the wrapped model.
+        training: Passed to the wrapped model (calibration is an inference-time map).
 
     Example:
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import IsotonicCalibration
-{_ONE_LOGIT_EXAMPLE}
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 1)).astype("float32")
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
     >>> calibrated = IsotonicCalibration(model).calibrate(x, y, verbose=0)
     >>> p = keras.ops.convert_to_numpy(calibrated(np.array([[-1.0], [0.0], [1.0]])))
     >>> bool(np.all(np.diff(p[:, 0]) >= 0))  # non-decreasing
