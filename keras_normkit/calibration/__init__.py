@@ -8,6 +8,8 @@
   `fit_isotonic_calibration` (`isotonic.py`), `PlattScaling` / `fit_platt_scaling`
   (`platt.py`); the fit functions return `HistogramBinningMap`, `IsotonicCalibrationMap`
   and `PlattScalingMap`, whose `predict` applies the map in NumPy.
+* Ensembles of maps: `EnsembleTemperatureScaling` / `fit_ensemble_temperature_scaling`
+  (`ensemble_temperature.py`, Zhang et al. 2020).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -27,6 +29,11 @@ from keras_normkit.calibration.binning import (
     fit_histogram_binning,
 )
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
+from keras_normkit.calibration.ensemble_temperature import (
+    EnsembleTemperatureScaling,
+    EnsembleTemperatureScalingMap,
+    fit_ensemble_temperature_scaling,
+)
 from keras_normkit.calibration.functional import (
     CalibrationBins,
     calibration_bins,
@@ -48,6 +55,8 @@ from keras_normkit.calibration.wrappers import NotCalibratedError
 __all__ = [
     "CalibrationBins",
     "CollectedLogits",
+    "EnsembleTemperatureScaling",
+    "EnsembleTemperatureScalingMap",
     "HistogramBinning",
     "HistogramBinningMap",
     "IsotonicCalibration",
@@ -62,6 +71,7 @@ __all__ = [
     "classwise_expected_calibration_error",
     "collect_logits",
     "expected_calibration_error",
+    "fit_ensemble_temperature_scaling",
     "fit_histogram_binning",
     "fit_isotonic_calibration",
     "fit_matrix_scaling",

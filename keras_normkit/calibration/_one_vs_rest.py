@@ -18,7 +18,7 @@ import numpy as np
 from keras import ops
 
 from keras_normkit.calibration import _arrays, _validation
-from keras_normkit.calibration.wrappers import _TINY, _CalibratedClassifier
+from keras_normkit.calibration.wrappers import _CalibratedClassifier
 
 _TINY32 = float(np.finfo(np.float32).tiny)
 
@@ -253,13 +253,9 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
     def call(self, inputs, training=False):
         self._check_calibrated()
         logits = self._logits(self.classifier(inputs, training=training))
-        q = ops_renormalize(self._map_columns(self._columns(logits)))
-        if self.output_type == "probabilities":
-            return q
-        floored = ops.maximum(q, _TINY)
-        if q.shape[-1] == 1:
-            return ops.log(floored) - ops.log(ops.maximum(1.0 - q, _TINY))
-        return ops.log(floored)
+        return self._output_from_probabilities(
+            ops_renormalize(self._map_columns(self._columns(logits)))
+        )
 
     def _check_calibrated_map(self):
         self._check_calibrated("report a fitted map")

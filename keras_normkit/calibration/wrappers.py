@@ -303,6 +303,20 @@ class _CalibratedClassifier(keras.Model):
             return ops.sigmoid(logits)
         return ops.softmax(logits, axis=-1)
 
+    def _output_from_probabilities(self, q):
+        """The wrapper's output for a map that gives calibrated probabilities `q` directly.
+
+        `q` itself, or for `output="logits"` log-probabilities (floored at 1.2e-38), or the
+        log-odds of the calibrated probability for one column: softmax/sigmoid of them gives
+        `q` back.
+        """
+        if self.output_type == "probabilities":
+            return q
+        floored = ops.maximum(q, _TINY)
+        if q.shape[-1] == 1:
+            return ops.log(floored) - ops.log(ops.maximum(1.0 - q, _TINY))
+        return ops.log(floored)
+
     def calibrate(
         self,
         x,
@@ -315,8 +329,8 @@ class _CalibratedClassifier(keras.Model):
 
         Runs the wrapped classifier once over the data (in inference mode, with a progress
         bar), collecting its logits batch by batch (spilled to a temporary memmap file
-        beyond `max_memory_bytes`), then fits the map in NumPy (by minimum NLL for the scaling
-        and Platt maps, least squares for binning and isotonic regression).
+        beyond `max_memory_bytes`), then fits the map in NumPy with the method's own fit
+        function (e.g. `fit_temperature` for `TemperatureScaling`).
 
         Args:
             x: Held-out inputs (NumPy arrays) or a batched `tf.data.Dataset` of `(x, y)`.

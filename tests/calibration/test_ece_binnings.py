@@ -20,6 +20,12 @@ def _metric_counts(probabilities, labels, num_bins, dtype):
     return counts, float(keras.ops.convert_to_numpy(metric.result()))
 
 
+def _float64_variables():
+    """Whether the backend keeps float64 variables (JAX without x64 makes them float32)."""
+    metric = ExpectedCalibrationError(dtype="float64")
+    return keras.ops.convert_to_numpy(metric.bin_counts).dtype == np.float64
+
+
 def _on_and_next_to_edges(num_bins, dtype):
     """Two-class probabilities whose confidence is each edge m/M (in `dtype`) and its
     neighbours one ulp below and above."""
@@ -43,11 +49,14 @@ def test_random_probabilities_fall_in_the_same_bins(num_bins):
         counts, ece = _metric_counts(probabilities, y, num_bins, dtype)
         np.testing.assert_array_equal(counts, calibration_bins(probabilities, y, num_bins).counts)
         expected = expected_calibration_error(probabilities, y, num_bins)
-        assert ece == pytest.approx(expected, abs=1e-6 if dtype == "float32" else 1e-12)
+        exact = dtype == "float64" and _float64_variables()
+        assert ece == pytest.approx(expected, abs=1e-12 if exact else 1e-6)
 
 
 @pytest.mark.parametrize("num_bins", [3, 5, 10, 15])
 def test_float64_confidences_on_the_edges_fall_in_the_same_bins(num_bins):
+    if not _float64_variables():
+        pytest.skip("float64 variables are float32 on this backend (JAX without x64)")
     p = _on_and_next_to_edges(num_bins, np.float64)
     y = np.zeros(len(p), int)
     counts, _ = _metric_counts(p, y, num_bins, "float64")
