@@ -6,8 +6,10 @@
 * Beyond scaling (one-vs-rest, renormalized; Zadrozny & Elkan 2001/2002, Platt 1999):
   `HistogramBinning` / `fit_histogram_binning` (`binning.py`), `IsotonicCalibration` /
   `fit_isotonic_calibration` (`isotonic.py`), `PlattScaling` / `fit_platt_scaling`
-  (`platt.py`); the fit functions return `HistogramBinningMap`, `IsotonicCalibrationMap`
-  and `PlattScalingMap`, whose `predict` applies the map in NumPy.
+  (`platt.py`), `BayesianBinning` / `fit_bayesian_binning` (BBQ, Naeini et al. 2015,
+  `bayesian_binning.py`); the fit functions return `HistogramBinningMap`,
+  `IsotonicCalibrationMap`, `PlattScalingMap` and `BayesianBinningMap`, whose `predict`
+  applies the map in NumPy.
 * Ensembles of maps: `EnsembleTemperatureScaling` / `fit_ensemble_temperature_scaling`
   (`ensemble_temperature.py`, Zhang et al. 2020).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
@@ -22,6 +24,11 @@ from keras_normkit.calibration.affine import (
     VectorScaling,
     fit_matrix_scaling,
     fit_vector_scaling,
+)
+from keras_normkit.calibration.bayesian_binning import (
+    BayesianBinning,
+    BayesianBinningMap,
+    fit_bayesian_binning,
 )
 from keras_normkit.calibration.binning import (
     HistogramBinning,
@@ -53,6 +60,8 @@ from keras_normkit.calibration.temperature import TemperatureScaling, fit_temper
 from keras_normkit.calibration.wrappers import NotCalibratedError
 
 __all__ = [
+    "BayesianBinning",
+    "BayesianBinningMap",
     "CalibrationBins",
     "CollectedLogits",
     "EnsembleTemperatureScaling",
@@ -71,6 +80,7 @@ __all__ = [
     "classwise_expected_calibration_error",
     "collect_logits",
     "expected_calibration_error",
+    "fit_bayesian_binning",
     "fit_ensemble_temperature_scaling",
     "fit_histogram_binning",
     "fit_isotonic_calibration",

@@ -185,6 +185,30 @@ def _fit_columns(columns, labels, num_bins, strategy, min_samples_per_bin):
     return HistogramBinningMap(edges, values, counts)
 
 
+def ops_histogram(bin_edges, bin_values, columns):
+    """The histogram map in `keras.ops`: the value of the bin of each `columns[i, j]`.
+
+    `bin_edges` `(c, S)` holds each column's interior edges (padded with 1), `bin_values`
+    `(c, S)` its bin values; bin m is (e_{m-1}, e_m], found by a binary search.
+    """
+    edges = ops.cast(bin_edges, columns.dtype)
+    values = ops.cast(bin_values, columns.dtype)
+    index = _one_vs_rest.ops_count_below(edges, columns, strict=True)
+    return _one_vs_rest.ops_gather(values, ops.minimum(index, values.shape[-1] - 1))
+
+
+def histogram_tables(bin_edges, bin_values):
+    """Per column, the interior edges and bin values stored in padded table weights."""
+    edges = ops.convert_to_numpy(bin_edges).astype(np.float64)
+    values = ops.convert_to_numpy(bin_values).astype(np.float64)
+    kept_edges, kept_values = [], []
+    for e, v in zip(edges, values, strict=True):
+        real = e[e < 1.0]
+        kept_edges.append(real)
+        kept_values.append(v[: len(real) + 1])
+    return kept_edges, kept_values
+
+
 def _round_down_to_float32(edges):
     """The largest float32 <= each edge: float32 probabilities fall in the same bins."""
     rounded = edges.astype(np.float32)
@@ -279,10 +303,7 @@ class HistogramBinning(_OneVsRestCalibrator):
         return getattr(self, "bin_values", None) is not None
 
     def _map_columns(self, columns):
-        edges = ops.cast(self.bin_edges, columns.dtype)
-        values = ops.cast(self.bin_values, columns.dtype)
-        index = _one_vs_rest.ops_count_below(edges, columns, strict=True)
-        return _one_vs_rest.ops_gather(values, ops.minimum(index, self.num_bins - 1))
+        return ops_histogram(self.bin_edges, self.bin_values, columns)
 
     def _fit(self, logits, labels):
         fitted = _fit_columns(
@@ -300,14 +321,7 @@ class HistogramBinning(_OneVsRestCalibrator):
     def calibration_map_(self):
         """The fitted `HistogramBinningMap` (from the weights); `NotCalibratedError` before."""
         self._check_calibrated_map()
-        edges = ops.convert_to_numpy(self.bin_edges).astype(np.float64)
-        values = ops.convert_to_numpy(self.bin_values).astype(np.float64)
-        kept_edges, kept_values = [], []
-        for e, v in zip(edges, values, strict=True):
-            real = e[e < 1.0]
-            kept_edges.append(real)
-            kept_values.append(v[: len(real) + 1])
-        return HistogramBinningMap(kept_edges, kept_values)
+        return HistogramBinningMap(*histogram_tables(self.bin_edges, self.bin_values))
 
     def get_config(self):
         return {

@@ -58,7 +58,7 @@ def check_wrapper(cls, fitted_predict, k, kwargs=None, n=1500, atol=2e-5, seed=0
     case = _Case()
     case.assert_keras_round_trip(wrapper, x[:32])
     case.assert_saved_model_round_trip(wrapper, x[:32])
-    as_logits = cls(model, output="logits", **kwargs)
+    as_logits = cls.from_config({**wrapper.get_config(), "output": "logits"})
     as_logits.set_weights(wrapper.get_weights())
     z = keras.ops.convert_to_numpy(as_logits(x[:64]))
     if k == 1:
