@@ -12,6 +12,8 @@
   applies the map in NumPy.
 * Ensembles of maps: `EnsembleTemperatureScaling` / `fit_ensemble_temperature_scaling`
   (`ensemble_temperature.py`, Zhang et al. 2020).
+* `DirichletCalibration` / `fit_dirichlet_calibration` (`dirichlet.py`, Kull et al. 2019):
+  a linear layer on the log-probabilities, ODIR-regularized.
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -36,6 +38,11 @@ from keras_normkit.calibration.binning import (
     fit_histogram_binning,
 )
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
+from keras_normkit.calibration.dirichlet import (
+    DirichletCalibration,
+    DirichletCalibrationMap,
+    fit_dirichlet_calibration,
+)
 from keras_normkit.calibration.ensemble_temperature import (
     EnsembleTemperatureScaling,
     EnsembleTemperatureScalingMap,
@@ -64,6 +71,8 @@ __all__ = [
     "BayesianBinningMap",
     "CalibrationBins",
     "CollectedLogits",
+    "DirichletCalibration",
+    "DirichletCalibrationMap",
     "EnsembleTemperatureScaling",
     "EnsembleTemperatureScalingMap",
     "HistogramBinning",
@@ -81,6 +90,7 @@ __all__ = [
     "collect_logits",
     "expected_calibration_error",
     "fit_bayesian_binning",
+    "fit_dirichlet_calibration",
     "fit_ensemble_temperature_scaling",
     "fit_histogram_binning",
     "fit_isotonic_calibration",

@@ -29,9 +29,14 @@ from keras_normkit.calibration.wrappers import _CalibratedClassifier
 __all__ = ["MatrixScaling", "VectorScaling", "fit_matrix_scaling", "fit_vector_scaling"]
 
 
-def _affine_nll(logits, labels, params, kind, l2):
-    """Mean NLL (+ penalty) of softmax(affine(z)) and its gradient w.r.t. params."""
-    num = logits.shape[1]
+def _affine_nll(logits, labels, params, kind, l2, features=None):
+    """Mean NLL (+ penalty) of softmax(affine(z)) and its gradient w.r.t. params.
+
+    The affine map acts on `features(z)` (default: z itself; Dirichlet calibration passes
+    log-softmax). `l2` is one weight for the off-diagonal (or spread) and the bias
+    penalties, or a pair `(off_diagonal_weight, bias_weight)`.
+    """
+    num = feature_width(logits, features)
     if kind == "vector":
         scale, bias = params[:num], params[num:]
     else:
@@ -40,6 +45,8 @@ def _affine_nll(logits, labels, params, kind, l2):
     grad_scale, grad_bias = np.zeros_like(scale), np.zeros(num)
     for rows in _arrays.chunk_slices(len(logits), 2 * num + 1):
         z = np.asarray(_arrays.read_rows(logits, rows), dtype=np.float64)
+        if features is not None:
+            z = features(z)
         a = z * scale + bias if kind == "vector" else z @ scale + bias
         if num == 1:  # binary: softmax over (0, a)
             a = np.concatenate([np.zeros_like(a), a], axis=1)
@@ -56,16 +63,17 @@ def _affine_nll(logits, labels, params, kind, l2):
         grad_bias += g.sum(axis=0)
     n = len(logits)
     loss, grad_scale, grad_bias = loss / n, grad_scale / n, grad_bias / n
-    if l2 and num > 1:
+    off_weight, bias_weight = (l2, l2) if np.isscalar(l2) else l2
+    if (off_weight or bias_weight) and num > 1:
         # Matrix: off-diagonal of A; vector: spread of w around its mean (the common
         # scale 1/T stays free); both: the bias.
         if kind == "matrix":
             deviation = scale - np.diag(np.diag(scale))
         else:
             deviation = scale - scale.mean()
-        loss += l2 * (float(np.sum(deviation**2)) + float(bias @ bias))
-        grad_scale = grad_scale + 2 * l2 * deviation
-        grad_bias = grad_bias + 2 * l2 * bias
+        loss += off_weight * float(np.sum(deviation**2)) + bias_weight * float(bias @ bias)
+        grad_scale = grad_scale + 2 * off_weight * deviation
+        grad_bias = grad_bias + 2 * bias_weight * bias
     return loss, np.concatenate([np.ravel(grad_scale), grad_bias])
 
 
@@ -93,16 +101,24 @@ def _gauge_projection(num, kind):
     return project
 
 
-def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
+def feature_width(logits, features):
+    """Number of columns the affine map acts on: of `logits`, or of `features(logits)`."""
+    if features is None:
+        return logits.shape[1]
+    return features(np.asarray(_arrays.read_rows(logits, slice(0, 1)), np.float64)).shape[1]
+
+
+def _fit_affine(logits, labels, kind, l2, max_iter, gtol, features=None, method=None):
+    method = method or f"{kind.capitalize()} scaling"
     logits, labels, _ = _validation.check_logits_and_labels(logits, labels)
     _validation.check_two_classes(
         labels,
-        f"{kind.capitalize()} scaling",
+        method,
         "the NLL keeps falling as that class's bias grows, so the fit has no finite optimum "
         "(with l2 > 0 the penalty alone would decide where it stops)",
     )
-    _validation.warn_if_probabilities(logits, stacklevel=4)
-    num = logits.shape[1]
+    _validation.warn_if_probabilities(logits, method, stacklevel=4)
+    num = feature_width(logits, features)
     try:
         start = 1.0 / fit_temperature(logits, labels)
     except ValueError:
@@ -112,7 +128,7 @@ def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
     else:
         x0 = np.concatenate([np.ravel(np.eye(num) * start), np.zeros(num)])
     x, converged, iterations = lbfgs(
-        lambda p: _affine_nll(logits, labels, p, kind, l2),
+        lambda p: _affine_nll(logits, labels, p, kind, l2, features),
         x0,
         max_iter,
         gtol,
@@ -120,7 +136,7 @@ def _fit_affine(logits, labels, kind, l2, max_iter, gtol):
     )
     if not converged:
         warnings.warn(
-            f"{kind} scaling did not converge in {iterations} L-BFGS iterations (max_iter="
+            f"{method} did not converge in {iterations} L-BFGS iterations (max_iter="
             f"{max_iter}); the last iterate is returned. With separable held-out data the "
             "optimum is at infinity: use more held-out data or temperature scaling.",
             stacklevel=3,
@@ -206,8 +222,8 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
     return _fit_affine(logits, labels, "matrix", check_l2(l2), max_iter, gtol)
 
 
-def check_l2(l2):
-    return check_number("l2", l2, 0.0)
+def check_l2(l2, name="l2"):
+    return check_number(name, l2, 0.0)
 
 
 class _AffineScaling(_CalibratedClassifier):
