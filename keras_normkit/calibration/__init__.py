@@ -14,6 +14,8 @@
   (`ensemble_temperature.py`, Zhang et al. 2020).
 * `DirichletCalibration` / `fit_dirichlet_calibration` (`dirichlet.py`, Kull et al. 2019):
   a linear layer on the log-probabilities, ODIR-regularized.
+* Cross-fitting: `CrossFittedCalibration(calibrator, cv=5)` averages k copies of any
+  wrapper above, each fitted on one fold (`cross_fitting.py`).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -38,6 +40,7 @@ from keras_normkit.calibration.binning import (
     fit_histogram_binning,
 )
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
+from keras_normkit.calibration.cross_fitting import CrossFittedCalibration
 from keras_normkit.calibration.dirichlet import (
     DirichletCalibration,
     DirichletCalibrationMap,
@@ -71,6 +74,7 @@ __all__ = [
     "BayesianBinningMap",
     "CalibrationBins",
     "CollectedLogits",
+    "CrossFittedCalibration",
     "DirichletCalibration",
     "DirichletCalibrationMap",
     "EnsembleTemperatureScaling",

@@ -253,9 +253,10 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
     def call(self, inputs, training=False):
         self._check_calibrated()
         logits = self._logits(self.classifier(inputs, training=training))
-        return self._output_from_probabilities(
-            ops_renormalize(self._map_columns(self._columns(logits)))
-        )
+        return self._output_from_probabilities(self._probabilities(logits))
+
+    def _probabilities(self, logits):
+        return ops_renormalize(self._map_columns(self._columns(logits)))
 
     def _check_calibrated_map(self):
         self._check_calibrated("report a fitted map")

@@ -238,7 +238,7 @@ class EnsembleTemperatureScaling(_CalibratedClassifier):
     def _calibration_weights_created(self):
         return getattr(self, "temperature", None) is not None
 
-    def _mixture(self, logits):
+    def _probabilities(self, logits):
         temperature = ops.cast(self.temperature, logits.dtype)
         weights = ops.cast(self.ensemble_weights, logits.dtype)
         if logits.shape[-1] == 1:
@@ -252,7 +252,7 @@ class EnsembleTemperatureScaling(_CalibratedClassifier):
     def call(self, inputs, training=False):
         self._check_calibrated()
         logits = self._logits(self.classifier(inputs, training=training))
-        return self._output_from_probabilities(self._mixture(logits))
+        return self._output_from_probabilities(self._probabilities(logits))
 
     def _fit(self, logits, labels):
         fitted = fit_ensemble_temperature_scaling(logits, labels)

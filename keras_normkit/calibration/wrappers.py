@@ -294,6 +294,17 @@ class _CalibratedClassifier(keras.Model):
         self._check_calibrated()
         return super().test_on_batch(*args, **kwargs)
 
+    def _probabilities(self, logits):
+        """The calibrated probabilities from the classifier's logits (`keras.ops`).
+
+        `(batch, k)`, or `(batch, 1)` (class 1) for a single binary logit. What
+        `CrossFittedCalibration` averages over its members.
+        """
+        calibrated = self._apply(logits)
+        if calibrated.shape[-1] == 1:
+            return ops.sigmoid(calibrated)
+        return ops.softmax(calibrated, axis=-1)
+
     def call(self, inputs, training=False):
         self._check_calibrated()
         logits = self._apply(self._logits(self.classifier(inputs, training=training)))
