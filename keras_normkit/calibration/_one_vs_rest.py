@@ -260,3 +260,63 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
 
     def _check_calibrated_map(self):
         self._check_calibrated("report a fitted map")
+
+
+class _SizedTablesCalibrator(_OneVsRestCalibrator):
+    """A one-vs-rest wrapper whose map is two tables of shape `(c, num_breakpoints)`.
+
+    Keras cannot add weights to a built layer, so the size is fixed when the tables are
+    created: by the first `calibrate`, as twice what its fit needs (room to recalibrate on
+    similar data), or, for a wrapper built before (called, wired into a model), as
+    `DEFAULT_NUM_BREAKPOINTS`. A subclass names its tables and their initializers in
+    `_tables`, calls `_init_tables(num_breakpoints)` at the end of `__init__`, and assigns a
+    fit with `_assign_tables(first_rows, second_rows, first_fill)`.
+    """
+
+    DEFAULT_NUM_BREAKPOINTS = 1024
+    _tables = ()  # ((name, initializer), (name, initializer))
+    _fit_name = ""
+
+    def _init_tables(self, num_breakpoints):
+        self.num_breakpoints = num_breakpoints
+        self._sized = True  # from now on `_create_calibration_weights` creates them
+        if self.num_classes is not None and num_breakpoints is not None:
+            self._create_calibration_weights(self.num_classes)
+
+    def _create_calibration_weights(self, num_classes):
+        if not getattr(self, "_sized", False):  # called by the base __init__: see above
+            return
+        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
+            self.num_breakpoints = self.DEFAULT_NUM_BREAKPOINTS
+        shape = (self._num_columns(num_classes), self.num_breakpoints)
+        for name, initializer in self._tables:
+            weight = self.add_weight(
+                shape=shape, initializer=initializer, trainable=False, name=name
+            )
+            setattr(self, name, weight)
+
+    def _create_weights_for_calibration(self, num_classes):
+        pass  # `_assign_tables` creates them, at the size the fit needs
+
+    def _calibration_weights_created(self):
+        return getattr(self, self._tables[-1][0], None) is not None
+
+    def _assign_tables(self, first_rows, second_rows, first_fill=None):
+        """Create the tables if needed and store the fitted rows, padded (`padded_rows`)."""
+        needed = max(2, max(len(row) for row in second_rows))
+        if not self._calibration_weights_created():
+            if self.num_breakpoints is None:
+                self.num_breakpoints = 2 * needed
+            self._create_calibration_weights(self.num_classes)
+        if needed > self.num_breakpoints:
+            name = type(self).__name__
+            raise ValueError(
+                f"The {self._fit_name} fit needs {needed} breakpoints, more than this "
+                f"{name}'s weights hold (num_breakpoints={self.num_breakpoints}, fixed when "
+                "they were created: by the first `calibrate`, as twice what it needed, or "
+                f"by `build` before it, as {self.DEFAULT_NUM_BREAKPOINTS}). Create a new "
+                f"wrapper, e.g. {name}(model, num_breakpoints={2 * needed})."
+            )
+        first, second = (getattr(self, name) for name, _ in self._tables)
+        first.assign(padded_rows(first_rows, first.shape, fill=first_fill))
+        second.assign(padded_rows(second_rows, second.shape))

@@ -42,7 +42,7 @@ from scipy.special import gammaln
 
 from keras_normkit._validation import check_int, check_number
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration._one_vs_rest import _OneVsRestCalibrator
+from keras_normkit.calibration._one_vs_rest import _SizedTablesCalibrator
 from keras_normkit.calibration.binning import (
     HistogramBinningMap,
     _round_down_to_float32,
@@ -54,9 +54,6 @@ __all__ = ["BayesianBinning", "BayesianBinningMap", "fit_bayesian_binning"]
 
 #: Models whose normalized weight is below this are left out of the average.
 MIN_WEIGHT = 1e-12
-
-#: Size of the table weights of a wrapper built before its first `calibrate`.
-DEFAULT_NUM_BREAKPOINTS = 1024
 
 
 class BayesianBinningMap(HistogramBinningMap):
@@ -226,7 +223,7 @@ def _fit_columns(columns, labels, prior_strength, bin_range_factor):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class BayesianBinning(_OneVsRestCalibrator):
+class BayesianBinning(_SizedTablesCalibrator):
     """Bayesian binning into quantiles (BBQ) of a trained classifier.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
@@ -283,6 +280,9 @@ class BayesianBinning(_OneVsRestCalibrator):
     Bayesian Binning", AAAI 2015.
     """
 
+    _tables = (("bin_edges", "ones"), ("bin_values", "zeros"))
+    _fit_name = "BBQ"
+
     def __init__(
         self,
         model,
@@ -300,29 +300,7 @@ class BayesianBinning(_OneVsRestCalibrator):
         super().__init__(model, output=output, model_output=model_output, **kwargs)
         self.prior_strength = prior_strength
         self.bin_range_factor = bin_range_factor
-        self.num_breakpoints = num_breakpoints
-        self._sized = True  # from now on `_create_calibration_weights` creates them
-        if self.num_classes is not None and num_breakpoints is not None:
-            self._create_calibration_weights(self.num_classes)
-
-    def _create_calibration_weights(self, num_classes):
-        if not getattr(self, "_sized", False):  # called by the base __init__: see above
-            return
-        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
-            self.num_breakpoints = DEFAULT_NUM_BREAKPOINTS
-        shape = (self._num_columns(num_classes), self.num_breakpoints)
-        self.bin_edges = self.add_weight(
-            shape=shape, initializer="ones", trainable=False, name="bin_edges"
-        )
-        self.bin_values = self.add_weight(
-            shape=shape, initializer="zeros", trainable=False, name="bin_values"
-        )
-
-    def _create_weights_for_calibration(self, num_classes):
-        pass  # `_fit` creates them, at the size the fit needs
-
-    def _calibration_weights_created(self):
-        return getattr(self, "bin_values", None) is not None
+        self._init_tables(num_breakpoints)
 
     def _map_columns(self, columns):
         return ops_histogram(self.bin_edges, self.bin_values, columns)
@@ -331,22 +309,8 @@ class BayesianBinning(_OneVsRestCalibrator):
         fitted = _fit_columns(
             self._numpy_columns(logits), labels, self.prior_strength, self.bin_range_factor
         )
-        needed = max(2, max(len(v) for v in fitted.values))
-        if not self._calibration_weights_created():
-            if self.num_breakpoints is None:
-                self.num_breakpoints = 2 * needed  # room for recalibrating on similar data
-            self._create_calibration_weights(self.num_classes)
-        if needed > self.num_breakpoints:
-            raise ValueError(
-                f"The BBQ fit needs {needed} breakpoints, more than this BayesianBinning's "
-                f"weights hold (num_breakpoints={self.num_breakpoints}, fixed when they were "
-                "created: by the first `calibrate`, as twice what it needed, or by `build` "
-                f"before it, as {DEFAULT_NUM_BREAKPOINTS}). Create a new wrapper, e.g. "
-                f"BayesianBinning(model, num_breakpoints={2 * needed})."
-            )
         edges = [_round_down_to_float32(e) for e in fitted.edges]
-        self.bin_edges.assign(_one_vs_rest.padded_rows(edges, self.bin_edges.shape, fill=1.0))
-        self.bin_values.assign(_one_vs_rest.padded_rows(fitted.values, self.bin_values.shape))
+        self._assign_tables(edges, fitted.values, first_fill=1.0)
 
     @property
     def calibration_map_(self):

@@ -32,7 +32,7 @@ from keras import ops
 
 from keras_normkit._validation import check_int
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _SizedTablesCalibrator
 
 __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibration"]
 
@@ -41,7 +41,7 @@ __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibr
 RESOLUTION = float(np.finfo(np.float64).resolution)
 
 #: Size of the threshold weights of a wrapper built before its first `calibrate`.
-DEFAULT_NUM_BREAKPOINTS = 1024
+DEFAULT_NUM_BREAKPOINTS = _SizedTablesCalibrator.DEFAULT_NUM_BREAKPOINTS
 
 
 class IsotonicCalibrationMap(OneVsRestMap):
@@ -216,7 +216,7 @@ def _fit_columns(columns, labels):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class IsotonicCalibration(_OneVsRestCalibrator):
+class IsotonicCalibration(_SizedTablesCalibrator):
     """Isotonic calibration of a trained classifier: a fitted non-decreasing map.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
@@ -269,6 +269,9 @@ class IsotonicCalibration(_OneVsRestCalibrator):
     Networks", ICML 2017, arXiv:1706.04599, Section 4.1.
     """
 
+    _tables = (("x_thresholds", "zeros"), ("y_thresholds", "zeros"))
+    _fit_name = "isotonic"
+
     def __init__(
         self,
         model,
@@ -280,29 +283,7 @@ class IsotonicCalibration(_OneVsRestCalibrator):
         if num_breakpoints is not None:
             num_breakpoints = check_int("num_breakpoints", num_breakpoints, 2)
         super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self.num_breakpoints = num_breakpoints
-        self._sized = True  # from now on `_create_calibration_weights` creates them
-        if self.num_classes is not None and num_breakpoints is not None:
-            self._create_calibration_weights(self.num_classes)
-
-    def _create_calibration_weights(self, num_classes):
-        if not getattr(self, "_sized", False):  # called by the base __init__: see above
-            return
-        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
-            self.num_breakpoints = DEFAULT_NUM_BREAKPOINTS
-        shape = (self._num_columns(num_classes), self.num_breakpoints)
-        self.x_thresholds = self.add_weight(
-            shape=shape, initializer="zeros", trainable=False, name="x_thresholds"
-        )
-        self.y_thresholds = self.add_weight(
-            shape=shape, initializer="zeros", trainable=False, name="y_thresholds"
-        )
-
-    def _create_weights_for_calibration(self, num_classes):
-        pass  # `_fit` creates them, at the size the fit needs
-
-    def _calibration_weights_created(self):
-        return getattr(self, "x_thresholds", None) is not None
+        self._init_tables(num_breakpoints)
 
     def _map_columns(self, columns):
         x = ops.cast(self.x_thresholds, columns.dtype)
@@ -320,24 +301,7 @@ class IsotonicCalibration(_OneVsRestCalibrator):
 
     def _fit(self, logits, labels):
         fitted = _fit_columns(self._numpy_columns(logits), labels)
-        needed = max(2, max(len(x) for x in fitted.x_thresholds))
-        if not self._calibration_weights_created():
-            if self.num_breakpoints is None:
-                # Room for recalibrating on similar data without new weights (Keras cannot
-                # add weights to a built layer).
-                self.num_breakpoints = 2 * needed
-            self._create_calibration_weights(self.num_classes)
-        if needed > self.num_breakpoints:
-            raise ValueError(
-                f"The isotonic fit needs {needed} breakpoints, more than this "
-                f"IsotonicCalibration's weights hold (num_breakpoints={self.num_breakpoints}, "
-                "fixed when they were created: by the first `calibrate`, as twice what it "
-                f"needed, or by `build` before it, as {DEFAULT_NUM_BREAKPOINTS}). Create a new "
-                f"wrapper, e.g. IsotonicCalibration(model, num_breakpoints={2 * needed})."
-            )
-        pad = _one_vs_rest.padded_rows
-        self.x_thresholds.assign(pad(fitted.x_thresholds, self.x_thresholds.shape))
-        self.y_thresholds.assign(pad(fitted.y_thresholds, self.y_thresholds.shape))
+        self._assign_tables(fitted.x_thresholds, fitted.y_thresholds)
 
     @property
     def calibration_map_(self):
