@@ -60,6 +60,9 @@ class CrossFittedCalibration(_CalibratedClassifier):
             `IsotonicCalibration(model)`): its class, classifier and arguments define the
             members, and its `output` the wrapper's output.
         cv: Number of folds k >= 2 (default 5).
+        member_configs: `None` (default), or the k members' configs as `get_config` writes
+            them (how a saved wrapper restores members whose weights were sized by their
+            fit).
         **kwargs: Base `keras.Model` keyword arguments, such as `name`.
 
     Call arguments:
