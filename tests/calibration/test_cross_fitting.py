@@ -18,7 +18,7 @@ from keras_normkit.calibration import (
     fit_temperature,
 )
 from keras_normkit.calibration.cross_fitting import fold_bounds
-from tests.calibration.wrapper_checks import _Case, draw, scaled_classifier
+from tests.calibration.wrapper_checks import assert_round_trips, draw, scaled_classifier
 
 
 class ScoresAsClassifier(ClassifierMixin, BaseEstimator):
@@ -102,17 +102,15 @@ def test_temperature_members_and_round_trips(tmp_path):
         rows = slice(bounds[i], bounds[i + 1])
         expected = fit_temperature(2.5 * x[rows], y[rows])
         assert member.temperature_ == pytest.approx(expected, rel=1e-5)
-    case = _Case()
-    reloaded = case.assert_keras_round_trip(wrapper, x[:32])
+    reloaded = assert_round_trips(wrapper, x[:32])
     assert isinstance(reloaded, CrossFittedCalibration) and reloaded.cv == 3
     assert [m.temperature_ for m in reloaded.calibrators_] == pytest.approx(
         [m.temperature_ for m in wrapper.calibrators_], rel=1e-7
     )
-    case.assert_saved_model_round_trip(wrapper, x[:32])
     # Isotonic members keep their fitted table sizes through a reload.
     iso = CrossFittedCalibration(IsotonicCalibration(scaled_classifier(4)), cv=2)
     iso.calibrate(x, y, verbose=0)
-    case.assert_keras_round_trip(iso, x[:32])
+    assert_round_trips(iso, x[:32])
     # output="logits": log-probabilities of the averaged map.
     as_logits = CrossFittedCalibration(
         TemperatureScaling(scaled_classifier(4), output="logits"), cv=3

@@ -39,6 +39,15 @@ class _Case(LayerConformanceTestCase):
         pass
 
 
+def assert_round_trips(wrapper, x):
+    """`.keras` (no custom_objects) and SavedModel (TensorFlow) round trips; the reloaded
+    wrapper."""
+    case = _Case()
+    reloaded = case.assert_keras_round_trip(wrapper, x)
+    case.assert_saved_model_round_trip(wrapper, x)
+    return reloaded
+
+
 def check_wrapper(cls, fitted_predict, k, kwargs=None, n=1500, atol=2e-5, seed=0):
     """Calibrate `cls` on a drawn problem and check it against `fitted_predict(logits)`,
     the map fitted on the same logits by the method's array function (float64 NumPy).
@@ -55,9 +64,7 @@ def check_wrapper(cls, fitted_predict, k, kwargs=None, n=1500, atol=2e-5, seed=0
     served = keras.ops.convert_to_numpy(wrapper(x))
     expected = fitted_predict(logits, y)
     np.testing.assert_allclose(served, expected.reshape(served.shape), atol=atol, rtol=0)
-    case = _Case()
-    case.assert_keras_round_trip(wrapper, x[:32])
-    case.assert_saved_model_round_trip(wrapper, x[:32])
+    assert_round_trips(wrapper, x[:32])
     as_logits = cls.from_config({**wrapper.get_config(), "output": "logits"})
     as_logits.set_weights(wrapper.get_weights())
     z = keras.ops.convert_to_numpy(as_logits(x[:64]))
