@@ -227,7 +227,7 @@ class DirichletCalibration(_CalibratedClassifier):
         if logits.shape[-1] == 1:
             logits = ops.concatenate([ops.zeros_like(logits), logits], axis=-1)
             a = self._affine(ops.log_softmax(logits, axis=-1))
-            return a[:, 1:] - a[:, :1]
+            return a[..., 1:] - a[..., :1]
         return self._affine(ops.log_softmax(logits, axis=-1))
 
     def _affine(self, features):
