@@ -1,13 +1,21 @@
 """Post-hoc calibration of Keras classifiers (Guo et al., ICML 2017, arXiv:1706.04599).
 
-* Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`,
-  `VectorScaling`, `MatrixScaling`, fitted with `wrapper.calibrate(x, y)` (used before it,
-  they raise `NotCalibratedError`).
+* Wrappers (`keras.Model`s that save, export and serve): `TemperatureScaling`
+  (`temperature.py`), `VectorScaling`, `MatrixScaling` (`affine.py`), fitted with
+  `wrapper.calibrate(x, y)` (used before it, they raise `NotCalibratedError`).
 * Beyond scaling (one-vs-rest, renormalized; Zadrozny & Elkan 2001/2002, Platt 1999):
   `HistogramBinning` / `fit_histogram_binning` (`binning.py`), `IsotonicCalibration` /
   `fit_isotonic_calibration` (`isotonic.py`), `PlattScaling` / `fit_platt_scaling`
-  (`platt.py`); the fit functions return `HistogramBinningMap`, `IsotonicCalibrationMap`
-  and `PlattScalingMap`, whose `predict` applies the map in NumPy.
+  (`platt.py`), `BayesianBinning` / `fit_bayesian_binning` (BBQ, Naeini et al. 2015,
+  `bayesian_binning.py`); the fit functions return `HistogramBinningMap`,
+  `IsotonicCalibrationMap`, `PlattScalingMap` and `BayesianBinningMap`, whose `predict`
+  applies the map in NumPy.
+* Ensembles of maps: `EnsembleTemperatureScaling` / `fit_ensemble_temperature_scaling`
+  (`ensemble_temperature.py`, Zhang et al. 2020).
+* `DirichletCalibration` / `fit_dirichlet_calibration` (`dirichlet.py`, Kull et al. 2019):
+  a linear layer on the log-probabilities, ODIR-regularized.
+* Cross-fitting: `CrossFittedCalibration(calibrator, cv=5)` averages k copies of any
+  wrapper above, each fitted on one fold (`cross_fitting.py`).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
   `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
@@ -15,16 +23,33 @@
 * Large validation sets: `collect_logits` (batch-wise, spilled to a memmap beyond a budget).
 """
 
+from keras_normkit.calibration.affine import (
+    MatrixScaling,
+    VectorScaling,
+    fit_matrix_scaling,
+    fit_vector_scaling,
+)
+from keras_normkit.calibration.bayesian_binning import (
+    BayesianBinning,
+    BayesianBinningMap,
+    fit_bayesian_binning,
+)
 from keras_normkit.calibration.binning import (
     HistogramBinning,
     HistogramBinningMap,
     fit_histogram_binning,
 )
 from keras_normkit.calibration.collect import CollectedLogits, collect_logits
-from keras_normkit.calibration.fitting import (
-    fit_matrix_scaling,
-    fit_temperature,
-    fit_vector_scaling,
+from keras_normkit.calibration.cross_fitting import CrossFittedCalibration
+from keras_normkit.calibration.dirichlet import (
+    DirichletCalibration,
+    DirichletCalibrationMap,
+    fit_dirichlet_calibration,
+)
+from keras_normkit.calibration.ensemble_temperature import (
+    EnsembleTemperatureScaling,
+    EnsembleTemperatureScalingMap,
+    fit_ensemble_temperature_scaling,
 )
 from keras_normkit.calibration.functional import (
     CalibrationBins,
@@ -41,16 +66,19 @@ from keras_normkit.calibration.isotonic import (
 )
 from keras_normkit.calibration.platt import PlattScaling, PlattScalingMap, fit_platt_scaling
 from keras_normkit.calibration.reliability import reliability_diagram
-from keras_normkit.calibration.wrappers import (
-    MatrixScaling,
-    NotCalibratedError,
-    TemperatureScaling,
-    VectorScaling,
-)
+from keras_normkit.calibration.temperature import TemperatureScaling, fit_temperature
+from keras_normkit.calibration.wrappers import NotCalibratedError
 
 __all__ = [
+    "BayesianBinning",
+    "BayesianBinningMap",
     "CalibrationBins",
     "CollectedLogits",
+    "CrossFittedCalibration",
+    "DirichletCalibration",
+    "DirichletCalibrationMap",
+    "EnsembleTemperatureScaling",
+    "EnsembleTemperatureScalingMap",
     "HistogramBinning",
     "HistogramBinningMap",
     "IsotonicCalibration",
@@ -65,6 +93,9 @@ __all__ = [
     "classwise_expected_calibration_error",
     "collect_logits",
     "expected_calibration_error",
+    "fit_bayesian_binning",
+    "fit_dirichlet_calibration",
+    "fit_ensemble_temperature_scaling",
     "fit_histogram_binning",
     "fit_isotonic_calibration",
     "fit_matrix_scaling",

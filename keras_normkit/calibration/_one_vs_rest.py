@@ -9,13 +9,16 @@ direction left to renormalize: it becomes the uniform distribution 1/k (as sciki
 `CalibratedClassifierCV` does), never NaN.
 
 NumPy functions (for the fits, in float64) and their `keras.ops` twins (for the served graph,
-in float32) live side by side here so that both follow one definition.
+in float32) live side by side here so that both follow one definition, with the two shared
+bases: `OneVsRestMap` (the fitted maps' `num_columns`, `predict` and `repr`) and
+`_OneVsRestCalibrator` (the Keras wrapper's call: columns, map, renormalization).
 """
 
 import numpy as np
 from keras import ops
 
-from keras_normkit.calibration import _validation
+from keras_normkit.calibration import _arrays, _validation
+from keras_normkit.calibration.wrappers import _CalibratedClassifier
 
 _TINY32 = float(np.finfo(np.float32).tiny)
 
@@ -50,19 +53,6 @@ def checked_columns(probabilities, num_columns):
             + f"). Received probabilities of shape {np.shape(probabilities)}."
         )
     return columns
-
-
-def predict_columns(probabilities, num_columns, map_column):
-    """A fitted one-vs-rest map applied: `map_column(j, p_j)` per column, renormalized.
-
-    `probabilities` are validated for a map fitted on `num_columns` columns; the result has
-    their shape (`(n,)` stays `(n,)`).
-    """
-    columns = checked_columns(probabilities, num_columns)
-    q = np.empty_like(columns)
-    for j in range(num_columns):
-        q[:, j] = map_column(j, columns[:, j])
-    return as_input_shape(renormalize(q), probabilities)
 
 
 def targets(labels, column, num_columns):
@@ -182,3 +172,151 @@ def ops_gather(table, index):
     num_columns, size = table.shape
     offsets = ops.arange(num_columns, dtype="int32") * size
     return ops.take(ops.reshape(table, (-1,)), index + offsets)
+
+
+# --------------------------------------------------------------------------------------
+# The fitted maps (NumPy) and the Keras wrapper.
+# --------------------------------------------------------------------------------------
+
+
+class OneVsRestMap:
+    """Shared base of the fitted one-vs-rest maps (`HistogramBinningMap`, ...).
+
+    A subclass stores its per-column parameters, names the attribute holding one entry per
+    column in `_per_column`, applies column j in `_map_column(j, values)` and, when its
+    input is not probabilities, overrides `_columns(x)`. `predict` validates the input,
+    maps every column, renormalizes (k >= 2) and returns the input's shape.
+    """
+
+    _per_column = None
+
+    @property
+    def num_columns(self):
+        return len(getattr(self, self._per_column))
+
+    def _columns(self, probabilities):
+        """The validated `(n, c)` float64 columns the map reads."""
+        return checked_columns(probabilities, self.num_columns)
+
+    def _map_column(self, column, values):
+        raise NotImplementedError
+
+    def predict(self, probabilities):
+        """Calibrated probabilities, shaped like the input."""
+        columns = self._columns(probabilities)
+        q = np.empty_like(columns)
+        for j in range(self.num_columns):
+            q[:, j] = self._map_column(j, columns[:, j])
+        return as_input_shape(renormalize(q), probabilities)
+
+    def _summary(self):
+        return f"columns={self.num_columns}"
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._summary()})"
+
+
+class _OneVsRestCalibrator(_CalibratedClassifier):
+    """Shared machinery of the one-vs-rest maps (histogram binning, isotonic, Platt).
+
+    The map acts on c columns (c = 1 for a binary classifier: the probability of class 1;
+    c = k otherwise: each class's probability, or its log-odds for Platt scaling); for
+    c > 1 the calibrated columns are renormalized to sum to 1 (a zero row becomes uniform).
+    With `output="logits"` the wrapper returns log-probabilities (floored at 1.2e-38), or
+    the log-odds of the calibrated probability for c = 1: softmax/sigmoid of them gives the
+    calibrated probabilities back. The fits hold the n x c columns in float64 (the logits
+    themselves may be a spilled memmap, read in chunks).
+    """
+
+    def _columns(self, logits):
+        """The c columns the map reads, from the classifier's logits (keras.ops)."""
+        return ops_columns(logits)
+
+    def _map_columns(self, columns):
+        raise NotImplementedError
+
+    def _numpy_columns(self, logits):
+        """The columns to fit on, computed with the same `keras.ops` as the served graph.
+
+        So that a value seen at fitting time is, bit for bit, the value the served graph
+        compares with the fitted thresholds. Computed in row chunks (memmap OK).
+        """
+        parts = []
+        for rows in _arrays.chunk_slices(len(logits), logits.shape[1]):
+            chunk = ops.convert_to_tensor(np.asarray(_arrays.read_rows(logits, rows)))
+            parts.append(np.asarray(ops.convert_to_numpy(self._columns(chunk)), np.float64))
+        return np.concatenate(parts)
+
+    def _num_columns(self, num_classes):
+        return 1 if num_classes == 1 else num_classes
+
+    def call(self, inputs, training=False):
+        self._check_calibrated()
+        logits = self._logits(self.classifier(inputs, training=training))
+        return self._output_from_probabilities(self._probabilities(logits))
+
+    def _probabilities(self, logits):
+        return ops_renormalize(self._map_columns(self._columns(logits)))
+
+    def _check_calibrated_map(self):
+        self._check_calibrated("report a fitted map")
+
+
+class _SizedTablesCalibrator(_OneVsRestCalibrator):
+    """A one-vs-rest wrapper whose map is two tables of shape `(c, num_breakpoints)`.
+
+    Keras cannot add weights to a built layer, so the size is fixed when the tables are
+    created: by the first `calibrate`, as twice what its fit needs (room to recalibrate on
+    similar data), or, for a wrapper built before (called, wired into a model), as
+    `DEFAULT_NUM_BREAKPOINTS`. A subclass names its tables and their initializers in
+    `_tables`, calls `_init_tables(num_breakpoints)` at the end of `__init__`, and assigns a
+    fit with `_assign_tables(first_rows, second_rows, first_fill)`.
+    """
+
+    DEFAULT_NUM_BREAKPOINTS = 1024
+    _tables = ()  # ((name, initializer), (name, initializer))
+    _fit_name = ""
+
+    def _init_tables(self, num_breakpoints):
+        self.num_breakpoints = num_breakpoints
+        self._sized = True  # from now on `_create_calibration_weights` creates them
+        if self.num_classes is not None and num_breakpoints is not None:
+            self._create_calibration_weights(self.num_classes)
+
+    def _create_calibration_weights(self, num_classes):
+        if not getattr(self, "_sized", False):  # called by the base __init__: see above
+            return
+        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
+            self.num_breakpoints = self.DEFAULT_NUM_BREAKPOINTS
+        shape = (self._num_columns(num_classes), self.num_breakpoints)
+        for name, initializer in self._tables:
+            weight = self.add_weight(
+                shape=shape, initializer=initializer, trainable=False, name=name
+            )
+            setattr(self, name, weight)
+
+    def _create_weights_for_calibration(self, num_classes):
+        pass  # `_assign_tables` creates them, at the size the fit needs
+
+    def _calibration_weights_created(self):
+        return getattr(self, self._tables[-1][0], None) is not None
+
+    def _assign_tables(self, first_rows, second_rows, first_fill=None):
+        """Create the tables if needed and store the fitted rows, padded (`padded_rows`)."""
+        needed = max(2, max(len(row) for row in second_rows))
+        if not self._calibration_weights_created():
+            if self.num_breakpoints is None:
+                self.num_breakpoints = 2 * needed
+            self._create_calibration_weights(self.num_classes)
+        if needed > self.num_breakpoints:
+            name = type(self).__name__
+            raise ValueError(
+                f"The {self._fit_name} fit needs {needed} breakpoints, more than this "
+                f"{name}'s weights hold (num_breakpoints={self.num_breakpoints}, fixed when "
+                "they were created: by the first `calibrate`, as twice what it needed, or "
+                f"by `build` before it, as {self.DEFAULT_NUM_BREAKPOINTS}). Create a new "
+                f"wrapper, e.g. {name}(model, num_breakpoints={2 * needed})."
+            )
+        first, second = (getattr(self, name) for name, _ in self._tables)
+        first.assign(padded_rows(first_rows, first.shape, fill=first_fill))
+        second.assign(padded_rows(second_rows, second.shape))

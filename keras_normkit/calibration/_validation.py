@@ -6,15 +6,13 @@ labels that are all one class, and empty arrays are all rejected with a message 
 what was received and what is expected.
 """
 
-import mmap
+import warnings
 
 import keras
 import numpy as np
 
 from keras_normkit._validation import check_int
-
-#: Rows per chunk are chosen so that one float64 chunk takes about this many bytes.
-CHUNK_BYTES = 8 * 2**20
+from keras_normkit.calibration._arrays import chunk_slices, read_rows
 
 
 def to_numpy(x, name):
@@ -27,36 +25,6 @@ def to_numpy(x, name):
         return np.asarray(keras.ops.convert_to_numpy(x))
     except Exception:  # noqa: BLE001 - anything array-like NumPy itself accepts
         return np.asarray(x)
-
-
-def chunk_slices(num_rows, row_width):
-    """Row slices covering `num_rows` rows in chunks of about `CHUNK_BYTES` float64 bytes."""
-    step = max(1, CHUNK_BYTES // (8 * max(1, row_width)))
-    return [slice(i, min(i + step, num_rows)) for i in range(0, num_rows, step)]
-
-
-def read_rows(array, rows):
-    """`array[rows]` as an in-memory array.
-
-    For a `numpy.memmap` opened on a file, the rows are read with `numpy.fromfile` rather
-    than through the mapping: pages touched through a mapping stay in the process's
-    resident memory until it is unmapped, so scanning a large memmap would grow the RSS
-    with N. Reading them keeps the resident memory at one chunk.
-    """
-    if (
-        isinstance(array, np.memmap)
-        and isinstance(array.base, mmap.mmap)
-        and array.filename is not None
-        and array.flags.c_contiguous
-    ):
-        row_bytes = array.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
-        start, stop, _ = rows.indices(len(array))
-        count = max(0, stop - start) * row_bytes // array.itemsize
-        data = np.fromfile(
-            array.filename, dtype=array.dtype, count=count, offset=array.offset + start * row_bytes
-        )
-        return data.reshape((-1, *array.shape[1:]))
-    return np.asarray(array[rows])
 
 
 def check_logits(logits, name="logits", check_finite=True):
@@ -199,3 +167,23 @@ def check_probabilities(probabilities, name="probabilities", atol=1e-3):
 
 def check_num_bins(num_bins):
     return check_int("num_bins", num_bins, 1)
+
+
+def check_logits_and_labels(logits, labels, name="logits"):
+    """Validated logits `(n, k)`, integer labels `(n,)` and whether the logits are binary."""
+    logits, binary = check_logits(logits, name)
+    labels = check_labels(labels, logits.shape[0], 2 if binary else logits.shape[1])
+    return logits, labels, binary
+
+
+def warn_if_probabilities(logits, method="Temperature scaling", stacklevel=3):
+    """Warn when the 'logits' look like softmax outputs: a classic calibration mistake."""
+    head = np.asarray(read_rows(logits, slice(0, min(len(logits), 10_000))), dtype=np.float64)
+    if head.shape[1] >= 2 and head.min() >= 0 and head.max() <= 1:
+        if np.abs(head.sum(axis=1) - 1).max() < 1e-3:
+            warnings.warn(
+                "The logits look like probabilities (every row is in [0, 1] and sums to 1). "
+                f"{method} expects logits: pass the pre-softmax outputs, or "
+                "log(probabilities).",
+                stacklevel=stacklevel,
+            )

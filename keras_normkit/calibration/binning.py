@@ -28,12 +28,7 @@ from keras import ops
 
 from keras_normkit._validation import check_int, check_string_choice
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration.wrappers import (
-    _CALL_ARGS,
-    _COMMON_ARGS,
-    _ONE_LOGIT_EXAMPLE,
-    _OneVsRestCalibrator,
-)
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
 
 __all__ = ["HistogramBinning", "HistogramBinningMap", "fit_histogram_binning"]
 
@@ -48,7 +43,7 @@ def _check_min_samples(min_samples_per_bin):
     return check_int("min_samples_per_bin", min_samples_per_bin, 0)
 
 
-class HistogramBinningMap:
+class HistogramBinningMap(OneVsRestMap):
     """A fitted histogram-binning map: per column, interior bin edges and bin values.
 
     Attributes:
@@ -69,21 +64,13 @@ class HistogramBinningMap:
         self.values = [np.asarray(v, np.float64) for v in values]
         self.counts = None if counts is None else [np.asarray(c, np.int64) for c in counts]
 
-    @property
-    def num_columns(self):
-        return len(self.values)
+    _per_column = "values"
 
-    def predict(self, probabilities):
-        """Calibrated probabilities, shaped like `probabilities`."""
-        return _one_vs_rest.predict_columns(
-            probabilities,
-            self.num_columns,
-            lambda j, p: self.values[j][np.searchsorted(self.edges[j], p, side="left")],
-        )
+    def _map_column(self, column, values):
+        return self.values[column][np.searchsorted(self.edges[column], values, side="left")]
 
-    def __repr__(self):
-        bins = [len(v) for v in self.values]
-        return f"HistogramBinningMap(columns={self.num_columns}, bins per column={bins})"
+    def _summary(self):
+        return f"columns={self.num_columns}, bins per column={[len(v) for v in self.values]}"
 
 
 def _interior_edges(p, num_bins, strategy):
@@ -198,6 +185,30 @@ def _fit_columns(columns, labels, num_bins, strategy, min_samples_per_bin):
     return HistogramBinningMap(edges, values, counts)
 
 
+def ops_histogram(bin_edges, bin_values, columns):
+    """The histogram map in `keras.ops`: the value of the bin of each `columns[i, j]`.
+
+    `bin_edges` `(c, S)` holds each column's interior edges (padded with 1), `bin_values`
+    `(c, S)` its bin values; bin m is (e_{m-1}, e_m], found by a binary search.
+    """
+    edges = ops.cast(bin_edges, columns.dtype)
+    values = ops.cast(bin_values, columns.dtype)
+    index = _one_vs_rest.ops_count_below(edges, columns, strict=True)
+    return _one_vs_rest.ops_gather(values, ops.minimum(index, values.shape[-1] - 1))
+
+
+def histogram_tables(bin_edges, bin_values):
+    """Per column, the interior edges and bin values stored in padded table weights."""
+    edges = ops.convert_to_numpy(bin_edges).astype(np.float64)
+    values = ops.convert_to_numpy(bin_values).astype(np.float64)
+    kept_edges, kept_values = [], []
+    for e, v in zip(edges, values, strict=True):
+        real = e[e < 1.0]
+        kept_edges.append(real)
+        kept_values.append(v[: len(real) + 1])
+    return kept_edges, kept_values
+
+
 def _round_down_to_float32(edges):
     """The largest float32 <= each edge: float32 probabilities fall in the same bins."""
     rounded = edges.astype(np.float32)
@@ -206,7 +217,7 @@ def _round_down_to_float32(edges):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class HistogramBinning(_OneVsRestCalibrator):
-    __doc__ = f"""Histogram binning of a trained classifier: p -> theta_m for p in bin B_m.
+    """Histogram binning of a trained classifier: p -> theta_m for p in bin B_m.
 
     `calibrate(x, y)` splits each column's held-out probability (class 1's for a binary
     classifier; each class's, one-vs-rest, otherwise) into M bins, equal-width
@@ -222,20 +233,32 @@ class HistogramBinning(_OneVsRestCalibrator):
     reading `calibration_map_`, raise `NotCalibratedError`.
 
     Args:
-{_COMMON_ARGS}
+        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
+            (the calibrated logits) for the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`.
         num_bins: Number of bins M (default 15, as in Guo et al.).
         strategy: `"uniform"` (equal width, default) or `"quantile"` (equal mass).
         min_samples_per_bin: Smallest number of held-out examples per bin (default 1):
             `calibrate` raises a `ValueError` naming a bin below it. 0 allows empty bins,
             which keep their centre as value.
 
-{_CALL_ARGS}
+    Call arguments:
+        inputs: Inputs of the wrapped model.
+        training: Passed to the wrapped model (calibration is an inference-time map).
 
     Example:
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import HistogramBinning
-{_ONE_LOGIT_EXAMPLE}
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 1)).astype("float32")
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
     >>> calibrated = HistogramBinning(model, num_bins=10).calibrate(x, y, verbose=0)
     >>> p = keras.ops.convert_to_numpy(calibrated(x[:3]))
     >>> p.shape, bool(np.all((0 <= p) & (p <= 1)))
@@ -280,10 +303,7 @@ class HistogramBinning(_OneVsRestCalibrator):
         return getattr(self, "bin_values", None) is not None
 
     def _map_columns(self, columns):
-        edges = ops.cast(self.bin_edges, columns.dtype)
-        values = ops.cast(self.bin_values, columns.dtype)
-        index = _one_vs_rest.ops_count_below(edges, columns, strict=True)
-        return _one_vs_rest.ops_gather(values, ops.minimum(index, self.num_bins - 1))
+        return ops_histogram(self.bin_edges, self.bin_values, columns)
 
     def _fit(self, logits, labels):
         fitted = _fit_columns(
@@ -301,14 +321,7 @@ class HistogramBinning(_OneVsRestCalibrator):
     def calibration_map_(self):
         """The fitted `HistogramBinningMap` (from the weights); `NotCalibratedError` before."""
         self._check_calibrated_map()
-        edges = ops.convert_to_numpy(self.bin_edges).astype(np.float64)
-        values = ops.convert_to_numpy(self.bin_values).astype(np.float64)
-        kept_edges, kept_values = [], []
-        for e, v in zip(edges, values, strict=True):
-            real = e[e < 1.0]
-            kept_edges.append(real)
-            kept_values.append(v[: len(real) + 1])
-        return HistogramBinningMap(kept_edges, kept_values)
+        return HistogramBinningMap(*histogram_tables(self.bin_edges, self.bin_values))
 
     def get_config(self):
         return {

@@ -32,12 +32,7 @@ from keras import ops
 
 from keras_normkit._validation import check_int
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration.wrappers import (
-    _CALL_ARGS,
-    _COMMON_ARGS,
-    _ONE_LOGIT_EXAMPLE,
-    _OneVsRestCalibrator,
-)
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _SizedTablesCalibrator
 
 __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibration"]
 
@@ -46,10 +41,10 @@ __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibr
 RESOLUTION = float(np.finfo(np.float64).resolution)
 
 #: Size of the threshold weights of a wrapper built before its first `calibrate`.
-DEFAULT_NUM_BREAKPOINTS = 1024
+DEFAULT_NUM_BREAKPOINTS = _SizedTablesCalibrator.DEFAULT_NUM_BREAKPOINTS
 
 
-class IsotonicCalibrationMap:
+class IsotonicCalibrationMap(OneVsRestMap):
     """A fitted isotonic map: per column, the thresholds of a piecewise-linear function.
 
     Attributes:
@@ -68,21 +63,13 @@ class IsotonicCalibrationMap:
         self.x_thresholds = [np.asarray(x, np.float64) for x in x_thresholds]
         self.y_thresholds = [np.asarray(y, np.float64) for y in y_thresholds]
 
-    @property
-    def num_columns(self):
-        return len(self.x_thresholds)
+    _per_column = "x_thresholds"
 
-    def predict(self, probabilities):
-        """Calibrated probabilities, shaped like `probabilities`."""
-        return _one_vs_rest.predict_columns(
-            probabilities,
-            self.num_columns,
-            lambda j, p: np.interp(p, self.x_thresholds[j], self.y_thresholds[j]),
-        )
+    def _map_column(self, column, values):
+        return np.interp(values, self.x_thresholds[column], self.y_thresholds[column])
 
-    def __repr__(self):
-        sizes = [len(x) for x in self.x_thresholds]
-        return f"IsotonicCalibrationMap(columns={self.num_columns}, thresholds={sizes})"
+    def _summary(self):
+        return f"columns={self.num_columns}, thresholds={[len(x) for x in self.x_thresholds]}"
 
 
 def _tie_groups(x):
@@ -229,8 +216,8 @@ def _fit_columns(columns, labels):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class IsotonicCalibration(_OneVsRestCalibrator):
-    __doc__ = f"""Isotonic calibration of a trained classifier: a fitted non-decreasing map.
+class IsotonicCalibration(_SizedTablesCalibrator):
+    """Isotonic calibration of a trained classifier: a fitted non-decreasing map.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
     classifier; each class's probability, one-vs-rest, otherwise), the non-decreasing map
@@ -250,17 +237,29 @@ class IsotonicCalibration(_OneVsRestCalibrator):
     or exporting the wrapper, and reading `calibration_map_`, raise `NotCalibratedError`.
 
     Args:
-{_COMMON_ARGS}
+        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
+            (the calibrated logits) for the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`.
         num_breakpoints: Size of the threshold weights (>= 2), or `None` (default) to let
             the first `calibrate` choose it (see above); restored by `from_config`.
 
-{_CALL_ARGS}
+    Call arguments:
+        inputs: Inputs of the wrapped model.
+        training: Passed to the wrapped model (calibration is an inference-time map).
 
     Example:
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import IsotonicCalibration
-{_ONE_LOGIT_EXAMPLE}
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 1)).astype("float32")
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
     >>> calibrated = IsotonicCalibration(model).calibrate(x, y, verbose=0)
     >>> p = keras.ops.convert_to_numpy(calibrated(np.array([[-1.0], [0.0], [1.0]])))
     >>> bool(np.all(np.diff(p[:, 0]) >= 0))  # non-decreasing
@@ -269,6 +268,9 @@ class IsotonicCalibration(_OneVsRestCalibrator):
     References: Zadrozny & Elkan, KDD 2002; Guo et al., "On Calibration of Modern Neural
     Networks", ICML 2017, arXiv:1706.04599, Section 4.1.
     """
+
+    _tables = (("x_thresholds", "zeros"), ("y_thresholds", "zeros"))
+    _fit_name = "isotonic"
 
     def __init__(
         self,
@@ -281,29 +283,7 @@ class IsotonicCalibration(_OneVsRestCalibrator):
         if num_breakpoints is not None:
             num_breakpoints = check_int("num_breakpoints", num_breakpoints, 2)
         super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self.num_breakpoints = num_breakpoints
-        self._sized = True  # from now on `_create_calibration_weights` creates them
-        if self.num_classes is not None and num_breakpoints is not None:
-            self._create_calibration_weights(self.num_classes)
-
-    def _create_calibration_weights(self, num_classes):
-        if not getattr(self, "_sized", False):  # called by the base __init__: see above
-            return
-        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
-            self.num_breakpoints = DEFAULT_NUM_BREAKPOINTS
-        shape = (self._num_columns(num_classes), self.num_breakpoints)
-        self.x_thresholds = self.add_weight(
-            shape=shape, initializer="zeros", trainable=False, name="x_thresholds"
-        )
-        self.y_thresholds = self.add_weight(
-            shape=shape, initializer="zeros", trainable=False, name="y_thresholds"
-        )
-
-    def _create_weights_for_calibration(self, num_classes):
-        pass  # `_fit` creates them, at the size the fit needs
-
-    def _calibration_weights_created(self):
-        return getattr(self, "x_thresholds", None) is not None
+        self._init_tables(num_breakpoints)
 
     def _map_columns(self, columns):
         x = ops.cast(self.x_thresholds, columns.dtype)
@@ -321,24 +301,7 @@ class IsotonicCalibration(_OneVsRestCalibrator):
 
     def _fit(self, logits, labels):
         fitted = _fit_columns(self._numpy_columns(logits), labels)
-        needed = max(2, max(len(x) for x in fitted.x_thresholds))
-        if not self._calibration_weights_created():
-            if self.num_breakpoints is None:
-                # Room for recalibrating on similar data without new weights (Keras cannot
-                # add weights to a built layer).
-                self.num_breakpoints = 2 * needed
-            self._create_calibration_weights(self.num_classes)
-        if needed > self.num_breakpoints:
-            raise ValueError(
-                f"The isotonic fit needs {needed} breakpoints, more than this "
-                f"IsotonicCalibration's weights hold (num_breakpoints={self.num_breakpoints}, "
-                "fixed when they were created: by the first `calibrate`, as twice what it "
-                f"needed, or by `build` before it, as {DEFAULT_NUM_BREAKPOINTS}). Create a new "
-                f"wrapper, e.g. IsotonicCalibration(model, num_breakpoints={2 * needed})."
-            )
-        pad = _one_vs_rest.padded_rows
-        self.x_thresholds.assign(pad(fitted.x_thresholds, self.x_thresholds.shape))
-        self.y_thresholds.assign(pad(fitted.y_thresholds, self.y_thresholds.shape))
+        self._assign_tables(fitted.x_thresholds, fitted.y_thresholds)
 
     @property
     def calibration_map_(self):

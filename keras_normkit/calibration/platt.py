@@ -14,7 +14,7 @@ held-out scores separate the classes (as scikit-learn's `CalibratedClassifierCV(
 likelihood, the same map as `VectorScaling` for one logit); a `ValueError` then says when
 no finite optimum exists (a class absent, or separated by its score).
 
-The two parameters of each column are fitted by the NumPy L-BFGS of `fitting.py`.
+The two parameters of each column are fitted by the NumPy L-BFGS of `_lbfgs.py`.
 
 References: Platt, "Probabilistic outputs for support vector machines and comparisons to
 regularized likelihood methods", Advances in Large Margin Classifiers, 1999; Guo, Pleiss,
@@ -29,18 +29,14 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_bool
-from keras_normkit.calibration import _one_vs_rest, _validation, fitting
-from keras_normkit.calibration.wrappers import (
-    _CALL_ARGS,
-    _COMMON_ARGS,
-    _ONE_LOGIT_EXAMPLE,
-    _OneVsRestCalibrator,
-)
+from keras_normkit.calibration import _arrays, _one_vs_rest, _validation
+from keras_normkit.calibration._lbfgs import lbfgs
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
 
 __all__ = ["PlattScaling", "PlattScalingMap", "fit_platt_scaling"]
 
 
-class PlattScalingMap:
+class PlattScalingMap(OneVsRestMap):
     """Fitted Platt scaling: q_j = sigmoid(scale_j * s_j + bias_j) per column.
 
     Attributes:
@@ -57,24 +53,27 @@ class PlattScalingMap:
         self.scale = np.asarray(scale, np.float64).reshape(-1)
         self.bias = np.asarray(bias, np.float64).reshape(-1)
 
-    @property
-    def num_columns(self):
-        return len(self.scale)
+    _per_column = "scale"
 
-    def predict(self, logits):
-        """Calibrated probabilities from logits, shaped like `logits`."""
+    def _columns(self, logits):
         checked, _ = _validation.check_logits(logits)
         if checked.shape[1] != self.num_columns:
             raise ValueError(
                 f"The map was fitted on {self.num_columns} column(s). Received logits of "
                 f"shape {np.shape(logits)}."
             )
-        u = _one_vs_rest.log_odds(checked) * self.scale + self.bias
-        q = np.exp(-np.logaddexp(0.0, -u))
-        return _one_vs_rest.as_input_shape(_one_vs_rest.renormalize(q), logits)
+        return _one_vs_rest.log_odds(checked)
 
-    def __repr__(self):
-        return f"PlattScalingMap(scale={self.scale.tolist()}, bias={self.bias.tolist()})"
+    def _map_column(self, column, values):
+        u = values * self.scale[column] + self.bias[column]
+        return np.exp(-np.logaddexp(0.0, -u))
+
+    def predict(self, logits):
+        """Calibrated probabilities from logits, shaped like `logits`."""
+        return super().predict(logits)
+
+    def _summary(self):
+        return f"scale={self.scale.tolist()}, bias={self.bias.tolist()}"
 
 
 def _objective(scores, targets):
@@ -124,9 +123,7 @@ def _fit_scores(scores, labels, smooth_targets, max_iter, gtol):
         else:
             _check_finite_optimum(s, positive, j, num_columns)
             t = hard
-        x, converged, iterations = fitting.lbfgs(
-            _objective(s, t), np.array([1.0, 0.0]), max_iter, gtol
-        )
+        x, converged, iterations = lbfgs(_objective(s, t), np.array([1.0, 0.0]), max_iter, gtol)
         if not converged:
             warnings.warn(
                 f"Platt scaling of column {j} did not converge in {iterations} L-BFGS "
@@ -179,19 +176,14 @@ def fit_platt_scaling(logits, labels, smooth_targets=True, max_iter=1000, gtol=1
     References: Platt, 1999; Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
     smooth_targets = check_bool("smooth_targets", smooth_targets)
-    logits, labels, _ = fitting.prepare(logits, labels)
-    scores = np.concatenate(
-        [
-            _one_vs_rest.log_odds(_validation.read_rows(logits, rows))
-            for rows in _validation.chunk_slices(*logits.shape)
-        ]
-    )
+    logits, labels, _ = _validation.check_logits_and_labels(logits, labels)
+    scores = _arrays.map_rows(_one_vs_rest.log_odds, logits)
     return _fit_scores(scores, labels, smooth_targets, max_iter, gtol)
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class PlattScaling(_OneVsRestCalibrator):
-    __doc__ = f"""Platt scaling of a trained classifier: q = sigmoid(a s + b) per class.
+    """Platt scaling of a trained classifier: q = sigmoid(a s + b) per class.
 
     For a binary classifier (one logit or one sigmoid output) s is the logit z; for k >= 2
     classes each class is calibrated one-vs-rest on the log-odds s_j = log(p_j / (1 - p_j))
@@ -203,18 +195,30 @@ class PlattScaling(_OneVsRestCalibrator):
     `calibration_map_`, raise `NotCalibratedError`.
 
     Args:
-{_COMMON_ARGS}
+        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
+            (the calibrated logits) for the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`.
         smooth_targets: Platt's targets (N+ + 1) / (N+ + 2) and 1 / (N- + 2) (default), or
             the 0/1 labels if `False` (then `calibrate` raises a `ValueError` when a class
             is separated by its score: no finite optimum).
 
-{_CALL_ARGS}
+    Call arguments:
+        inputs: Inputs of the wrapped model.
+        training: Passed to the wrapped model (calibration is an inference-time map).
 
     Example:
 
     >>> import keras, numpy as np
     >>> from keras_normkit.calibration import PlattScaling
-{_ONE_LOGIT_EXAMPLE}
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(2000, 1)).astype("float32")
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
+    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])
     >>> calibrated = PlattScaling(model).calibrate(x, y, verbose=0)
     >>> a = float(calibrated.calibration_map_.scale[0])
     >>> 0.8 < 4 * a < 1.2  # a close to 1/4 undoes the model's factor 4
@@ -243,12 +247,7 @@ class PlattScaling(_OneVsRestCalibrator):
         return _one_vs_rest.ops_log_odds(logits)
 
     def _numpy_columns(self, logits):
-        return np.concatenate(
-            [
-                _one_vs_rest.log_odds(_validation.read_rows(logits, rows))
-                for rows in _validation.chunk_slices(*logits.shape)
-            ]
-        )
+        return _arrays.map_rows(_one_vs_rest.log_odds, logits)
 
     def _affine(self, scores):
         return scores * ops.cast(self.scale, scores.dtype) + ops.cast(self.bias, scores.dtype)

@@ -1,22 +1,23 @@
-"""Keras models that wrap a trained classifier with a post-hoc calibration map.
+"""The Keras model shared by every calibration wrapper, and `NotCalibratedError`.
 
-`TemperatureScaling`, `VectorScaling` and `MatrixScaling` are `keras.Model` subclasses:
-`wrapper(x) = softmax(f(z(x)))` where z are the wrapped classifier's logits and f the
-fitted map (z / T, w * z + b, or z @ A + b). The parameters are non-trainable weights, so
-the wrapper saves to `.keras` (no `custom_objects`), exports with `model.export()`, and
-serves like any Keras model; its call path uses `keras.ops` only (any backend).
-`calibrate(x, y)` runs the classifier once over held-out data (`collect.py`), then fits the
-map in NumPy (`fitting.py`). Until then the wrapper refuses to predict (or export) and raises
+A calibration wrapper is a `keras.Model` subclass of `_CalibratedClassifier`:
+`wrapper(x) = softmax(f(z(x)))` (or a one-vs-rest map, see `_one_vs_rest.py`), where z are
+the wrapped classifier's logits and f the fitted map. The map's parameters are
+non-trainable weights, so the wrapper saves to `.keras` (no `custom_objects`), exports with
+`model.export()`, and serves like any Keras model; its call path uses `keras.ops` only (any
+backend). `calibrate(x, y)` runs the classifier once over held-out data (`collect.py`),
+then fits the map in NumPy (each method's own module: `temperature.py`, `affine.py`,
+`platt.py`, ...). Until then the wrapper refuses to predict (or export) and raises
 `NotCalibratedError`, rather than silently applying the identity map (on JAX, a larger model
 that contains an uncalibrated wrapper loses its weights when its `predict` raises: Keras's
 JAX loop detaches them until the loop ends; calibrate before serving); loading a saved
 calibrated wrapper (`.keras` or `load_weights`) restores it calibrated, and `set_weights`
 marks it calibrated.
 
-`HistogramBinning`, `IsotonicCalibration` and `PlattScaling` (in `binning.py`,
-`isotonic.py` and `platt.py`, each next to its fit function) subclass
-`_OneVsRestCalibrator` below: their maps act one-vs-rest on each class's probability (or
-log-odds) and renormalize, instead of acting on the logits.
+A subclass creates its weights in `_create_calibration_weights(num_classes)` (and says
+whether they exist in `_calibration_weights_created`), maps logits to calibrated logits in
+`_apply` (`keras.ops`) and fits the map in `_fit(logits, labels)` (NumPy; `logits` may be a
+memmap).
 
 A classifier whose last layer applies softmax or sigmoid is handled by recovering its
 logits as log-probabilities: softmax(log p / T) = softmax(z / T) exactly, since softmax is
@@ -36,9 +37,9 @@ from keras import ops
 
 from keras_normkit._validation import check_string_choice
 from keras_normkit.backend import keras_compat
-from keras_normkit.calibration import _one_vs_rest, _validation, collect, fitting
+from keras_normkit.calibration import collect
 
-__all__ = ["NotCalibratedError", "TemperatureScaling", "VectorScaling", "MatrixScaling"]
+__all__ = ["NotCalibratedError"]
 
 _TINY = float(np.finfo(np.float32).tiny)
 # Key of the calibration flag next to a wrapper's variables in a `.keras`/`.weights.h5` file.
@@ -293,6 +294,17 @@ class _CalibratedClassifier(keras.Model):
         self._check_calibrated()
         return super().test_on_batch(*args, **kwargs)
 
+    def _probabilities(self, logits):
+        """The calibrated probabilities from the classifier's logits (`keras.ops`).
+
+        `(batch, k)`, or `(batch, 1)` (class 1) for a single binary logit. What
+        `CrossFittedCalibration` averages over its members.
+        """
+        calibrated = self._apply(logits)
+        if calibrated.shape[-1] == 1:
+            return ops.sigmoid(calibrated)
+        return ops.softmax(calibrated, axis=-1)
+
     def call(self, inputs, training=False):
         self._check_calibrated()
         logits = self._apply(self._logits(self.classifier(inputs, training=training)))
@@ -301,6 +313,20 @@ class _CalibratedClassifier(keras.Model):
         if logits.shape[-1] == 1:
             return ops.sigmoid(logits)
         return ops.softmax(logits, axis=-1)
+
+    def _output_from_probabilities(self, q):
+        """The wrapper's output for a map that gives calibrated probabilities `q` directly.
+
+        `q` itself, or for `output="logits"` log-probabilities (floored at 1.2e-38), or the
+        log-odds of the calibrated probability for one column: softmax/sigmoid of them gives
+        `q` back.
+        """
+        if self.output_type == "probabilities":
+            return q
+        floored = ops.maximum(q, _TINY)
+        if q.shape[-1] == 1:
+            return ops.log(floored) - ops.log(ops.maximum(1.0 - q, _TINY))
+        return ops.log(floored)
 
     def calibrate(
         self,
@@ -314,8 +340,8 @@ class _CalibratedClassifier(keras.Model):
 
         Runs the wrapped classifier once over the data (in inference mode, with a progress
         bar), collecting its logits batch by batch (spilled to a temporary memmap file
-        beyond `max_memory_bytes`), then fits the map in NumPy (by minimum NLL for the scaling
-        and Platt maps, least squares for binning and isotonic regression).
+        beyond `max_memory_bytes`), then fits the map in NumPy with the method's own fit
+        function (e.g. `fit_temperature` for `TemperatureScaling`).
 
         Args:
             x: Held-out inputs (NumPy arrays) or a batched `tf.data.Dataset` of `(x, y)`.
@@ -381,283 +407,3 @@ class _CalibratedClassifier(keras.Model):
         config = dict(config)
         config["model"] = keras.saving.deserialize_keras_object(config["model"])
         return cls(**config)
-
-
-class _OneVsRestCalibrator(_CalibratedClassifier):
-    """Shared machinery of the one-vs-rest maps (histogram binning, isotonic, Platt).
-
-    The map acts on c columns (c = 1 for a binary classifier: the probability of class 1;
-    c = k otherwise: each class's probability, or its log-odds for Platt scaling); for
-    c > 1 the calibrated columns are renormalized to sum to 1 (a zero row becomes uniform).
-    With `output="logits"` the wrapper returns log-probabilities (floored at 1.2e-38), or
-    the log-odds of the calibrated probability for c = 1: softmax/sigmoid of them gives the
-    calibrated probabilities back. The fits hold the n x c columns in float64 (the logits
-    themselves may be a spilled memmap, read in chunks).
-    """
-
-    def _columns(self, logits):
-        """The c columns the map reads, from the classifier's logits (keras.ops)."""
-        return _one_vs_rest.ops_columns(logits)
-
-    def _map_columns(self, columns):
-        raise NotImplementedError
-
-    def _numpy_columns(self, logits):
-        """The columns to fit on, computed with the same `keras.ops` as the served graph.
-
-        So that a value seen at fitting time is, bit for bit, the value the served graph
-        compares with the fitted thresholds. Computed in row chunks (memmap OK).
-        """
-        parts = []
-        for rows in _validation.chunk_slices(len(logits), logits.shape[1]):
-            chunk = ops.convert_to_tensor(np.asarray(_validation.read_rows(logits, rows)))
-            parts.append(np.asarray(ops.convert_to_numpy(self._columns(chunk)), np.float64))
-        return np.concatenate(parts)
-
-    def _num_columns(self, num_classes):
-        return 1 if num_classes == 1 else num_classes
-
-    def call(self, inputs, training=False):
-        self._check_calibrated()
-        logits = self._logits(self.classifier(inputs, training=training))
-        q = _one_vs_rest.ops_renormalize(self._map_columns(self._columns(logits)))
-        if self.output_type == "probabilities":
-            return q
-        floored = ops.maximum(q, _TINY)
-        if q.shape[-1] == 1:
-            return ops.log(floored) - ops.log(ops.maximum(1.0 - q, _TINY))
-        return ops.log(floored)
-
-    def _check_calibrated_map(self):
-        self._check_calibrated("report a fitted map")
-
-
-_COMMON_ARGS = """        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
-            softmax/sigmoid probabilities (then logits are recovered, with a warning).
-            `k = 1` is a binary classifier (sigmoid of a single logit).
-        output: `"probabilities"` (default: softmax, or sigmoid for `k = 1`) or `"logits"`
-            (the calibrated logits) for the wrapper's output.
-        model_output: `"auto"` (default: detected from the last layer's activation),
-            `"logits"` or `"probabilities"`: what the wrapped model outputs.
-        **kwargs: Base `keras.Model` keyword arguments, such as `name`."""
-
-_CALL_ARGS = """    Call arguments:
-        inputs: Inputs of the wrapped model.
-        training: Passed to the wrapped model (calibration is an inference-time map)."""
-
-# The classifier of the scaling wrappers' examples: two classes, labels y = [x0 + noise > 0]
-# and logits (-5 x0, 5 x0), too sharp for labels with noise (over-confident).
-_OVERCONFIDENT_EXAMPLE = """    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(512, 8)).astype("float32")
-    >>> y = (x[:, 0] + 0.5 * rng.normal(size=512) > 0).astype("int32")
-    >>> model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])
-    >>> kernel = np.zeros((8, 2), "float32")
-    >>> kernel[0] = [-5.0, 5.0]  # logits (-5 x0, 5 x0): too sharp for labels with noise
-    >>> model.layers[0].set_weights([kernel, np.zeros(2, "float32")])"""
-
-# The classifier of the one-vs-rest wrappers' examples: one logit 4 x for labels drawn with
-# P(y = 1 | x) = sigmoid(x), so its probabilities are too sharp by a factor 4 in log-odds.
-_ONE_LOGIT_EXAMPLE = """    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(2000, 1)).astype("float32")
-    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
-    >>> model = keras.Sequential([keras.Input((1,)), keras.layers.Rescaling(4.0)])"""
-
-
-@keras.saving.register_keras_serializable(package="keras_normkit")
-class TemperatureScaling(_CalibratedClassifier):
-    __doc__ = f"""Temperature scaling of a trained classifier: p = softmax(z / T), T > 0.
-
-    One scalar T, fitted by `calibrate(x, y)` to minimize the NLL on held-out data (Newton
-    in log T, see `fit_temperature`), softens (T > 1) or sharpens (T < 1) the predicted
-    probabilities without changing any argmax, so accuracy is unchanged. Binary
-    classifiers with one logit use sigmoid(z / T). T is a non-trainable weight: it is
-    saved with the model and kept by `model.export()`. Before `calibrate`, calling,
-    predicting with or exporting the wrapper, and reading `temperature_`, raise
-    `NotCalibratedError`.
-
-    Args:
-{_COMMON_ARGS}
-
-{_CALL_ARGS}
-
-    Example:
-
-    >>> import keras, numpy as np
-    >>> from keras_normkit.calibration import TemperatureScaling
-{_OVERCONFIDENT_EXAMPLE}
-    >>> calibrated = TemperatureScaling(model).calibrate(x, y, verbose=0)
-    >>> calibrated.temperature_ > 1  # the classifier was over-confident
-    True
-    >>> tuple(calibrated(x[:2]).shape)
-    (2, 2)
-
-    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
-    arXiv:1706.04599, Section 4.2.
-    """
-
-    def _create_calibration_weights(self, num_classes):
-        if getattr(self, "temperature", None) is None:
-            self.temperature = self.add_weight(
-                shape=(), initializer="ones", trainable=False, name="temperature"
-            )
-
-    def _calibration_weights_created(self):
-        return getattr(self, "temperature", None) is not None
-
-    def __init__(self, model, output="probabilities", model_output="auto", **kwargs):
-        super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self._create_calibration_weights(None)
-
-    @property
-    def temperature_(self):
-        """The fitted temperature T (a Python float); `NotCalibratedError` before `calibrate`."""
-        self._check_calibrated("report a fitted temperature")
-        return float(ops.convert_to_numpy(self.temperature))
-
-    def _apply(self, logits):
-        return ops.divide(logits, ops.cast(self.temperature, logits.dtype))
-
-    def _fit(self, logits, labels):
-        self.temperature.assign(fitting.fit_temperature(logits, labels))
-
-
-class _AffineScaling(_CalibratedClassifier):
-    """Shared machinery of vector and matrix scaling: softmax(affine map of z), an l2 penalty.
-
-    A subclass passes its default `l2` to `__init__`, creates the weight that multiplies the
-    logits in `_create_multiplier` (before `bias`: the order of the variables in saved
-    files), returns it from `_multiplier`, and sets `_fit_function` and `_apply`.
-    """
-
-    def __init__(self, model, output, model_output, l2, **kwargs):
-        l2 = fitting.check_l2(l2)
-        super().__init__(model, output=output, model_output=model_output, **kwargs)
-        self.l2 = l2
-
-    def _create_multiplier(self, num_classes):
-        raise NotImplementedError
-
-    @property
-    def _multiplier(self):
-        raise NotImplementedError
-
-    def _create_calibration_weights(self, num_classes):
-        self._create_multiplier(num_classes)
-        self.bias = self.add_weight(
-            shape=(num_classes,), initializer="zeros", trainable=False, name="bias"
-        )
-
-    def _calibration_weights_created(self):
-        return getattr(self, "bias", None) is not None
-
-    def _fit(self, logits, labels):
-        multiplier, bias = self._fit_function(logits, labels, l2=self.l2)
-        self._multiplier.assign(multiplier.astype("float32"))
-        self.bias.assign(bias.astype("float32"))
-
-    def get_config(self):
-        return {**super().get_config(), "l2": self.l2}
-
-
-@keras.saving.register_keras_serializable(package="keras_normkit")
-class VectorScaling(_AffineScaling):
-    __doc__ = f"""Vector scaling of a trained classifier: p = softmax(w * z + b).
-
-    A per-class scale w and bias b (2k parameters, non-trainable weights `scale` and
-    `bias`), fitted by `calibrate(x, y)` to minimize NLL + l2 * (|w - mean w|^2 + |b|^2) on
-    held-out data (L-BFGS from the temperature solution w = 1/T, see
-    `fit_vector_scaling`). It generalizes
-    temperature scaling (w = 1/T, b = 0) and may change the argmax. For a single binary
-    logit it is Platt scaling, sigmoid(w z + b). Before `calibrate`, calling, predicting
-    with or exporting the wrapper raise `NotCalibratedError`.
-
-    Args:
-{_COMMON_ARGS}
-        l2: Non-negative weight of the penalty on the spread of w and on b (default 0.01;
-            0 gives the unregularized map of Guo et al.).
-
-{_CALL_ARGS}
-
-    Example:
-
-    >>> import keras, numpy as np
-    >>> from keras_normkit.calibration import VectorScaling
-{_OVERCONFIDENT_EXAMPLE}
-    >>> calibrated = VectorScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
-    >>> tuple(calibrated(x[:2]).shape)
-    (2, 2)
-
-    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
-    arXiv:1706.04599, Section 4.2.
-    """
-
-    _fit_function = staticmethod(fitting.fit_vector_scaling)
-
-    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
-        super().__init__(model, output, model_output, l2, **kwargs)
-
-    def _create_multiplier(self, num_classes):
-        self.scale = self.add_weight(
-            shape=(num_classes,), initializer="ones", trainable=False, name="scale"
-        )
-
-    @property
-    def _multiplier(self):
-        return self.scale
-
-    def _apply(self, logits):
-        return logits * ops.cast(self.scale, logits.dtype) + ops.cast(self.bias, logits.dtype)
-
-
-@keras.saving.register_keras_serializable(package="keras_normkit")
-class MatrixScaling(_AffineScaling):
-    __doc__ = f"""Matrix scaling of a trained classifier: p = softmax(z @ A + b).
-
-    A full k x k matrix A and bias b (non-trainable weights `kernel` and `bias`), fitted
-    by `calibrate(x, y)` to minimize NLL + l2 * (|off-diagonal of A|^2 + |b|^2) on held-out
-    data (L-BFGS from A = I / T, see `fit_matrix_scaling`). The penalty (ODIR, Kull et al.
-    2019) keeps the k^2 parameters from overfitting a small validation set; the diagonal
-    is free, so temperature-like solutions cost nothing. It may change the argmax. Before
-    `calibrate`, calling, predicting with or exporting the wrapper raise
-    `NotCalibratedError`.
-
-    Args:
-{_COMMON_ARGS}
-        l2: Non-negative weight of the off-diagonal and bias penalty (default 0.1).
-
-{_CALL_ARGS}
-
-    Example:
-
-    >>> import keras, numpy as np
-    >>> from keras_normkit.calibration import MatrixScaling
-{_OVERCONFIDENT_EXAMPLE}
-    >>> calibrated = MatrixScaling(model, l2=1e-2).calibrate(x, y, verbose=0)
-    >>> tuple(calibrated(x[:2]).shape)
-    (2, 2)
-
-    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
-    arXiv:1706.04599, Section 4.2; Kull et al., NeurIPS 2019, arXiv:1910.12656 (ODIR).
-    """
-
-    _fit_function = staticmethod(fitting.fit_matrix_scaling)
-
-    def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
-        super().__init__(model, output, model_output, l2, **kwargs)
-
-    def _create_multiplier(self, num_classes):
-        self.kernel = self.add_weight(
-            shape=(num_classes, num_classes),
-            initializer="identity",
-            trainable=False,
-            name="kernel",
-        )
-
-    @property
-    def _multiplier(self):
-        return self.kernel
-
-    def _apply(self, logits):
-        return ops.matmul(logits, ops.cast(self.kernel, logits.dtype)) + ops.cast(
-            self.bias, logits.dtype
-        )
