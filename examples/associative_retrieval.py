@@ -15,7 +15,9 @@ Glorot-uniform, so an embedded symbol has a norm of about 1, as a one-hot input 
 (Keras's default embedding, uniform ±0.05, gives norms of about 0.3, and the fast-weights
 model then stalls at 78 % accuracy). The validation accuracy is measured every
 `--eval-every` updates; training stops once it reaches 99.9 % or after `--updates`
-updates, and the test error is that of the weights of the best validation point.
+updates, and the test error is that of the weights of the best validation point. The
+Adam rate is constant, or with `--plateau-patience P` halved after every P evaluations
+without a lower validation loss.
 
     python examples/associative_retrieval.py --model fw --units 20 --lr 3e-3
     python examples/associative_retrieval.py --model lstm --units 50 --lr 1e-3 --json out.json
@@ -36,6 +38,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 import keras
 import numpy as np
 
+from keras_normkit.callbacks import ReduceLROnPlateau
 from keras_normkit.layers import FastWeightsRNN
 
 LETTERS, DIGITS = 26, 10
@@ -152,6 +155,7 @@ def train(
     max_seconds=None,
     restore_best=True,
     jit_compile=True,
+    callbacks=(),
     seed=0,
     verbose=True,
 ):
@@ -160,7 +164,10 @@ def train(
     The validation accuracy is measured every `eval_every` updates; training stops once it
     reaches `target_accuracy` or after `max_seconds` of wall time. With `restore_best` the
     model ends with the weights of the best validation point (highest accuracy, ties: lower
-    loss); `curve[i]["best"]` marks it.
+    loss); `curve[i]["best"]` marks it. `callbacks` (Keras callbacks, e.g. a
+    `ReduceLROnPlateau` on `"val_loss"`) see each evaluation as the end of an epoch, with
+    the curve point as logs (`loss`, `accuracy`, `val_loss`, `val_accuracy`);
+    `curve[i]["learning_rate"]` is the rate the updates before point `i` ran at.
     """
     (x_train, y_train), (x_val, y_val) = data
     model.compile(
@@ -184,11 +191,19 @@ def train(
             cursor, count = cursor + take, count - take
         return np.concatenate(parts)
 
+    # A custom loop's callbacks: one "epoch" per evaluation (as `fit` drives them).
+    evaluations = -(-updates // eval_every)
+    hooks = keras.callbacks.CallbackList(
+        list(callbacks), model=model, epochs=evaluations, steps=eval_every, verbose=0
+    )
+    hooks.on_train_begin()
     curve, start = [], time.perf_counter()
     best, best_weights = None, None
     while done < updates:
         chunk = min(eval_every, updates - done)
         idx = next_indices(chunk * batch_size)  # exactly `chunk` batches
+        rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
+        hooks.on_epoch_begin(len(curve))
         hist = model.fit(
             x_train[idx], y_train[idx], batch_size=batch_size, epochs=1, shuffle=False, verbose=0
         )
@@ -201,6 +216,7 @@ def train(
             "train_accuracy": float(hist.history["accuracy"][-1]),
             "val_loss": float(val_loss),
             "val_accuracy": float(val_acc),
+            "learning_rate": rate,
             "best": False,
         }
         if best is None or (val_acc, -val_loss) > (
@@ -211,16 +227,20 @@ def train(
             if restore_best:
                 best_weights = model.get_weights()
         curve.append(point)
+        logs = {k.replace("train_", ""): point[k] for k in ("train_loss", "train_accuracy")}
+        logs.update(val_loss=point["val_loss"], val_accuracy=point["val_accuracy"])
+        hooks.on_epoch_end(len(curve) - 1, logs)
         if verbose:
             print(
                 f"{done:6d} updates  {point['seconds']:6.0f} s  loss {point['train_loss']:.3f}"
-                f"  val acc {val_acc:.4f}",
+                f"  val acc {val_acc:.4f}  lr {rate:.3g}",
                 flush=True,
             )
         if target_accuracy is not None and val_acc >= target_accuracy:
             break
         if max_seconds is not None and point["seconds"] >= max_seconds:
             break
+    hooks.on_train_end()
     if curve:
         curve[best]["best"] = True
         if restore_best:
@@ -233,6 +253,15 @@ def updates_to_reach(curve, accuracy):
     return next((p["updates"] for p in curve if p["val_accuracy"] >= accuracy), None)
 
 
+def rate_reductions(curve):
+    """The update counts after which the learning rate was lowered (at that evaluation)."""
+    return [
+        before["updates"]
+        for before, after in zip(curve[:-1], curve[1:], strict=True)
+        if after["learning_rate"] < before["learning_rate"]
+    ]
+
+
 def run(
     kind,
     units,
@@ -242,18 +271,27 @@ def run(
     data=None,
     data_seed=0,
     eval_every=500,
+    plateau_patience=None,
     verbose=True,
     **model_kwargs,
 ):
     """One run of the protocol: a model of `kind` with `units`, trained from seed `seed`.
 
-    `data` is `make_data(data_seed)` unless given (a table reuses it across runs). Returns
-    a dict: the test error at the best validation point, the updates to reach 95 %
-    validation accuracy (None if never), the updates trained, the wall time and the curve.
+    `data` is `make_data(data_seed)` unless given (a table reuses it across runs). With
+    `plateau_patience` the rate is halved once the validation loss has not improved (by
+    more than 1e-4) for that many evaluations (`keras_normkit.callbacks.ReduceLROnPlateau`);
+    without it the rate is constant. Returns a dict: the test error at the best validation
+    point, the updates to reach 95 % validation accuracy (None if never), the updates
+    trained, the rate halvings (update counts), the wall time and the curve.
     """
     train_data, val_data, (x_test, y_test) = data or make_data(data_seed)
     start = time.perf_counter()
     model = build_model(kind, units, seed=seed, **model_kwargs)
+    callbacks = []
+    if plateau_patience:
+        callbacks.append(
+            ReduceLROnPlateau("val_loss", factor=0.5, patience=plateau_patience, min_delta=1e-4)
+        )
     curve = train(
         model,
         (train_data, val_data),
@@ -261,6 +299,7 @@ def run(
         learning_rate=learning_rate,
         eval_every=eval_every,
         target_accuracy=SETUP["target_accuracy"],
+        callbacks=callbacks,
         seed=seed,
         verbose=verbose,
     )
@@ -277,6 +316,8 @@ def run(
         "best_val_accuracy": best["val_accuracy"],
         "updates_to_95": updates_to_reach(curve, 0.95),
         "updates_run": curve[-1]["updates"],
+        "plateau_patience": plateau_patience,
+        "halvings": rate_reductions(curve),
         "seconds": round(time.perf_counter() - start, 1),
         "curve": curve,
     }
@@ -294,6 +335,13 @@ def main():
     parser.add_argument("--eta", type=float, default=SETUP["fast_learning_rate"])
     parser.add_argument("--inner-steps", type=int, default=SETUP["inner_steps"])
     parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument(
+        "--plateau-patience",
+        type=int,
+        default=None,
+        help="halve the rate after this many evaluations without a lower validation loss "
+        "[none: constant rate]",
+    )
     parser.add_argument("--seed", type=int, default=0, help="initialization and batch order")
     parser.add_argument("--data-seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the result and curve here")
@@ -313,10 +361,13 @@ def main():
         data=data,
         data_seed=args.data_seed,
         eval_every=args.eval_every,
+        plateau_patience=args.plateau_patience,
         **kwargs,
     )
     result["command"] = "python examples/associative_retrieval.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "json"
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in vars(args).items()
+        if k != "json" and v is not None
     )
     print(
         f"{args.model}-{args.units}: test error {100 * result['test_error']:.2f} % at "

@@ -1,12 +1,12 @@
 """Training callbacks: learning-rate monitoring and reduction, early stopping, monitors."""
 
-from keras_normkit.callbacks._state import StatefulCallback
 from keras_normkit.callbacks.activation_statistics import ActivationStatistics
 from keras_normkit.callbacks.backup import BackupAndRestore
 from keras_normkit.callbacks.divergence import DivergenceGuard
 from keras_normkit.callbacks.early_stopping import EarlyStopping
 from keras_normkit.callbacks.gradient_statistics import GradientStatistics
 from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
+from keras_normkit.callbacks.stateful import StatefulCallback
 from keras_normkit.callbacks.stochastic_weight_averaging import StochasticWeightAveraging
 
 __all__ = [

@@ -3,8 +3,8 @@
 import math
 
 from keras_normkit._validation import check_bool, check_int
-from keras_normkit.callbacks._state import StatefulCallback
 from keras_normkit.callbacks._watched import check_layers_argument
+from keras_normkit.callbacks.stateful import StatefulCallback
 
 
 class ProbeStatistics(StatefulCallback):

@@ -9,13 +9,13 @@ from keras_normkit._validation import check_bool, check_choice, check_number
 from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value
 from keras_normkit.callbacks._probe import probe_from_config, probe_to_config
-from keras_normkit.callbacks._state import StatefulCallback, weights_state
 from keras_normkit.callbacks.learning_rate import (
     _inner_optimizer,
     scale_learning_rate,
     track_schedule_multiplier,
     untrack_schedule_multiplier,
 )
+from keras_normkit.callbacks.stateful import StatefulCallback, weights_state
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")

@@ -1,15 +1,12 @@
 """`EarlyStopping` with Prechelt's criteria (GL, PQ, UP) besides Keras's patience rule."""
 
 import math
-import os
-import warnings
 
 import keras
 
 from keras_normkit._validation import check_bool, check_choice, check_int, check_number
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
-from keras_normkit.callbacks._snapshot_files import SnapshotFiles
-from keras_normkit.callbacks._state import StatefulCallback, weights_state
+from keras_normkit.callbacks.stateful import StatefulCallback, weights_state
 
 CRITERIA = ("patience", "generalization_loss", "progress_quotient", "up")
 
@@ -27,6 +24,23 @@ def training_progress(strip):
     if smallest == 0.0:
         return math.inf if max(strip) > 0.0 else 0.0
     return 1000.0 * (sum(strip) / (len(strip) * smallest) - 1.0)
+
+
+def _check_removed_arguments(kwargs):
+    """Raise for `EarlyStopping`'s removed `backup_dir` (a path) and unknown arguments.
+
+    `backup_dir=None` is accepted: the configs of earlier versions hold it.
+    """
+    backup_dir = kwargs.pop("backup_dir", None)
+    if backup_dir is not None:
+        raise ValueError(
+            "`EarlyStopping(backup_dir=...)` was removed. Pass "
+            "`keras_normkit.callbacks.BackupAndRestore(backup_dir)` to `fit` instead: it saves "
+            "and restores the state of `EarlyStopping` and of every keras_normkit callback. "
+            f"Received: backup_dir={backup_dir!r}"
+        )
+    if kwargs:
+        raise TypeError(f"Unrecognized keyword arguments: {sorted(kwargs)}")
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -61,7 +75,9 @@ class EarlyStopping(StatefulCallback):
     counters, strip) is used, so the run stops where an uninterrupted one would:
     `keras_normkit.callbacks.BackupAndRestore` saves it with the model (`get_state` /
     `set_state`), so a new process resumes with a new instance; with Keras's own
-    `BackupAndRestore`, only the same instance resumes (from memory).
+    `BackupAndRestore`, only the same instance resumes (from memory). The `backup_dir`
+    argument of earlier versions is removed: passing a path raises a `ValueError` that
+    names `BackupAndRestore`.
 
     Args:
         monitor: Quantity to be monitored, e.g. `"val_loss"`.
@@ -77,9 +93,6 @@ class EarlyStopping(StatefulCallback):
             `False`, as in Keras: the model keeps the weights of the last epoch).
         start_from_epoch: Integer >= 0, epochs to ignore at the start.
         verbose: 0 or 1 (messages when stopping and restoring).
-        backup_dir: Deprecated (use `keras_normkit.callbacks.BackupAndRestore`, which
-            saves the state of all our callbacks). Optional directory where the state is
-            saved after every epoch; deleted when `fit` ends normally.
 
     Example:
 
@@ -111,23 +124,10 @@ class EarlyStopping(StatefulCallback):
         restore_best_weights=False,
         start_from_epoch=0,
         verbose=0,
-        backup_dir=None,
+        **kwargs,
     ):
         super().__init__()
-        if backup_dir is not None and not isinstance(backup_dir, (str, os.PathLike)):
-            raise TypeError(
-                f"`backup_dir` must be a path or None. Received: backup_dir={backup_dir!r}"
-            )
-        self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
-        self._files = None if backup_dir is None else SnapshotFiles(self.backup_dir)
-        if self.backup_dir is not None:
-            warnings.warn(
-                "`EarlyStopping(backup_dir=...)` is deprecated: pass "
-                "`keras_normkit.callbacks.BackupAndRestore(backup_dir)` to `fit` instead, which "
-                "saves and restores the state of every keras_normkit callback.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
+        _check_removed_arguments(kwargs)
         if not isinstance(monitor, str):
             raise TypeError(f"`monitor` must be a string. Received: monitor={monitor!r}")
         check_choice("criterion", criterion, CRITERIA)
@@ -207,20 +207,12 @@ class EarlyStopping(StatefulCallback):
         self.trace = []
 
     def _snapshot(self, epoch):
+        """Keep the state after `epoch` in memory (and the one before it), for a resume."""
         state = {name: getattr(self, name) for name in self._STATE}
         state["strip"] = list(self.strip)
         state["trace"] = list(self.trace)
         self._snapshots = {e: s for e, s in self._snapshots.items() if e >= epoch - 1}
         self._snapshots[epoch] = state
-        if self._files is not None:
-            self._files.write(self._sign, self._snapshots)
-
-    def _read_files(self):
-        saved = None if self._files is None else self._files.read()
-        if saved is None:
-            return {}
-        self._sign, snapshots = saved
-        return snapshots
 
     def get_state(self):
         """The counters, best value and weights, strip and trace after the last epoch."""
@@ -243,7 +235,7 @@ class EarlyStopping(StatefulCallback):
     def _restore_snapshot(self, state):
         for name, value in state.items():
             setattr(self, name, list(value) if isinstance(value, list) else value)
-        # Saved by versions that marked "not stopped" / "no best epoch yet" with None.
+        # States saved by versions that marked "not stopped" / "no best epoch yet" with None.
         self.stopped_epoch = self.stopped_epoch or 0
         self.best_epoch = self.best_epoch or 0
 
@@ -255,12 +247,11 @@ class EarlyStopping(StatefulCallback):
         if not getattr(self, "_starting", False):
             return
         self._starting = False
-        if self._completed and epoch > 0:
-            # A new instance (or process) resuming: the state saved by a previous one.
-            self._snapshots, self._completed = self._read_files(), False
+        # Resumed by Keras's `BackupAndRestore` after an interruption of this instance's fit:
+        # the state after the epoch before, kept in memory.
         previous = None if self._completed else self._snapshots.get(epoch - 1)
         if epoch > 0 and previous is not None:
-            self._restore_snapshot(previous)  # resumed after an interruption
+            self._restore_snapshot(previous)
         else:
             self._reset()
             self._snapshots = {}
@@ -363,8 +354,6 @@ class EarlyStopping(StatefulCallback):
 
     def on_train_end(self, logs=None):
         self._completed = True
-        if self._files is not None:
-            self._files.delete()
         if self.stop_reason is not None and self.verbose:
             print(f"Epoch {self.stopped_epoch + 1}: early stopping ({self.stop_reason})")
         if self.restore_best_weights and self.best_weights is not None:
@@ -385,7 +374,6 @@ class EarlyStopping(StatefulCallback):
             "restore_best_weights": self.restore_best_weights,
             "start_from_epoch": self.start_from_epoch,
             "verbose": self.verbose,
-            "backup_dir": self.backup_dir,
         }
 
     @classmethod

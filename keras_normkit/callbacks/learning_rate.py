@@ -9,7 +9,7 @@ from keras_normkit import schedules
 from keras_normkit._validation import check_bool, check_choice, check_int, check_number
 from keras_normkit.backend import keras_compat
 from keras_normkit.callbacks._monitor import get_monitor_value, resolve_sign
-from keras_normkit.callbacks._state import StatefulCallback
+from keras_normkit.callbacks.stateful import StatefulCallback
 
 LearningRateSchedule = keras.optimizers.schedules.LearningRateSchedule
 

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 from keras_normkit._validation import check_bool, check_int
-from keras_normkit.callbacks._state import StatefulCallback, weights_state
+from keras_normkit.callbacks.stateful import StatefulCallback, weights_state
 from keras_normkit.utils.averaged_weights import (
     assign_all,
     refresh_batch_norm,

@@ -20,9 +20,6 @@ specialize. On TensorFlow it reads the cell's weights once, before the time loop
 (`read_weights()`), and its step function passes them to every step (`step(inputs, states,
 weights)`), where a graph loop would read, cast and slice them again at every step.
 
-The module also holds the docstring pieces the six public classes share (`layer_args`,
-`keyword_args`, ...), which their modules import as `shared`.
-
 Dropout: like Keras's fused implementation (`implementation=2`), each cell samples one
 input mask and one recurrent mask per batch (Keras's `DropoutRNNCell` API, so the masks
 are the same at every time step); Keras's cells switch to one mask per gate when
@@ -41,77 +38,6 @@ from keras_normkit._validation import check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
 from keras_normkit.layers._cell_args import cell_arguments
 from keras_normkit.ops.layer_norm import layer_norm, normalize
-
-# -- docstring pieces ----------------------------------------------------------------------
-# The cells and layers of the three families document the same arguments: each class assigns
-# its `__doc__` as an f-string in which these pieces stand (`{shared.layer_args("state")}`),
-# so that an argument is described in one place while `help()`, the doctests and the API
-# reference (`docs/griffe_examples.py` reads the assembled `__doc__`) each read one whole
-# docstring.
-
-
-def initializer_args(keras_cell):
-    """The `Args:` entries of the three initializers, as in `keras.layers.<keras_cell>`."""
-    return f"""        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.{keras_cell}`.
-        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
-            `keras.layers.{keras_cell}`.
-        bias_initializer: Initializer of `bias`, as in `keras.layers.{keras_cell}`."""
-
-
-# What every cell takes through `**kwargs`: the arguments of `_LayerNormCellBase`.
-_BASE_KEYWORD_ARGS = """        kernel_regularizer: Optional regularizer of `kernel`.
-        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
-        bias_regularizer: Optional regularizer of `bias`.
-        kernel_constraint: Optional constraint of `kernel`.
-        recurrent_constraint: Optional constraint of `recurrent_kernel`.
-        bias_constraint: Optional constraint of `bias`.
-        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
-        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
-        seed: Optional integer seed for dropout.
-        norm_epsilon: Float > 0 added to the variance in each LN. Default: `1e-3` (Keras's
-            `LayerNormalization` default).
-        norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
-        norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`."""
-
-
-def keyword_args(own=None):
-    """A cell's `**kwargs` entry (the last of `Args:`) and its `Keyword Args:` section.
-
-    `own`: the entries of the keyword arguments of the cell's own class, listed first.
-    """
-    entries = _BASE_KEYWORD_ARGS if own is None else f"{own}\n{_BASE_KEYWORD_ARGS}"
-    return f"""        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
-            `name` and `dtype`.
-
-    Keyword Args:
-{entries}"""
-
-
-def cell_call_args(states):
-    """A cell's `Call arguments:` section; `states`: the entry of its `states`."""
-    return f"""    Call arguments:
-        inputs: A 2D tensor `(batch, features)`.
-        states: {states}
-        training: Python boolean, whether to apply dropout."""
-
-
-def layer_args(state):
-    """A layer's `Args:` entries but `**kwargs`; `state`: what `return_state` returns."""
-    return f"""        units: Positive integer, dimensionality of the output space.
-        return_sequences: Boolean, return the full sequence (else the last output).
-        return_state: Boolean, also return the last {state}.
-        go_backwards: Boolean, process the sequence backwards.
-        stateful: Boolean, carry the last state of each sample to the next batch.
-        unroll: Boolean, unroll the time loop (short sequences only)."""
-
-
-def layer_call_args(initial_state):
-    """A layer's `Call arguments:` section; `initial_state`: its entry."""
-    return f"""    Call arguments:
-        sequences: A 3D tensor `(batch, timesteps, features)`.
-        initial_state: {initial_state}
-        mask: Optional boolean tensor `(batch, timesteps)`; masked steps keep the state.
-        training: Python boolean, whether to apply dropout."""
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):

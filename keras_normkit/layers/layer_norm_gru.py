@@ -20,7 +20,6 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450; Cho
 import keras
 from keras import activations, ops
 
-from keras_normkit.layers import _layer_norm_rnn_base as shared
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
@@ -28,18 +27,18 @@ __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormGRUCell(_LayerNormCellBase):
-    __doc__ = f"""Cell of a layer-normalized GRU, a drop-in for `keras.layers.GRUCell`.
+    """Cell of a layer-normalized GRU, a drop-in for `keras.layers.GRUCell`.
 
     Gates in Keras's order (update `z`, reset `r`, candidate `h~`). The input projection
     and the recurrent projection are normalized separately, each by its own
     `keras.layers.LayerNormalization` over the features of one example. With
     `reset_after=True` (default, Keras's default; separate input and recurrent biases):
-    `[x_z, x_r, x_h] = LN_x(x_t W) + b_x`, `[u_z, u_r, u_h] = LN_h(h_{{t-1}} U) + b_u`,
+    `[x_z, x_r, x_h] = LN_x(x_t W) + b_x`, `[u_z, u_r, u_h] = LN_h(h_{t-1} U) + b_u`,
     `z = sigmoid(x_z + u_z)`, `r = sigmoid(x_r + u_r)`, `h~ = tanh(x_h + r * u_h)`.
     With `reset_after=False` the candidate's recurrent term needs `r` first, so it is
-    normalized on its own: `[u_z, u_r] = LN_h(h_{{t-1}} U_zr)`,
-    `h~ = tanh(x_h + LN_c((r * h_{{t-1}}) U_h))`, with one bias `b` added to `LN_x(x_t W)`.
-    In both cases `h_t = z * h_{{t-1}} + (1 - z) * h~`.
+    normalized on its own: `[u_z, u_r] = LN_h(h_{t-1} U_zr)`,
+    `h~ = tanh(x_h + LN_c((r * h_{t-1}) U_h))`, with one bias `b` added to `LN_x(x_t W)`.
+    In both cases `h_t = z * h_{t-1} + (1 - z) * h~`.
 
     Args:
         units: Positive integer, dimensionality of the output space.
@@ -48,9 +47,32 @@ class LayerNormGRUCell(_LayerNormCellBase):
         use_bias: Boolean, whether to use biases. Default: `True`.
         reset_after: Whether to apply the reset gate after (True) or before (False) the
             recurrent matrix multiplication. Default: `True`.
-{shared.keyword_args(shared.initializer_args("GRUCell"))}
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
 
-{shared.cell_call_args("A list `[h_{t-1}]`, the previous output `(batch, units)`.")}
+    Keyword Args:
+        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.GRUCell`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.GRUCell`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.GRUCell`.
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
+        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
+        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
+        seed: Optional integer seed for dropout.
+        norm_epsilon: Float > 0 added to the variance in each LN. Default: `1e-3` (Keras's
+            `LayerNormalization` default).
+        norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
+        norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`.
+
+    Call arguments:
+        inputs: A 2D tensor `(batch, features)`.
+        states: A list `[h_{t-1}]`, the previous output `(batch, units)`.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 
@@ -152,22 +174,31 @@ class LayerNormGRUCell(_LayerNormCellBase):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormGRU(_LayerNormRNNBase):
-    __doc__ = f"""Layer-normalized GRU, a drop-in for `keras.layers.GRU`.
+    """Layer-normalized GRU, a drop-in for `keras.layers.GRU`.
 
     `keras.layers.RNN` around a `LayerNormGRUCell`: the input projection `x_t W` and the
-    recurrent projection `h_{{t-1}} U` are layer-normalized separately before the update
+    recurrent projection `h_{t-1} U` are layer-normalized separately before the update
     and reset gates and the candidate are formed in Keras's GRU order (see the cell for
     the formulas with `reset_after=True` and `False`).
 
     Args:
-{shared.layer_args("state")}
+        units: Positive integer, dimensionality of the output space.
+        return_sequences: Boolean, return the full sequence (else the last output).
+        return_state: Boolean, also return the last state.
+        go_backwards: Boolean, process the sequence backwards.
+        stateful: Boolean, carry the last state of each sample to the next batch.
+        unroll: Boolean, unroll the time loop (short sequences only).
         **kwargs: Every argument of `LayerNormGRUCell` (activation, recurrent_activation,
             use_bias, initializers, regularizers, constraints, dropout, recurrent_dropout,
             reset_after, seed, norm_epsilon, norm_gamma_initializer,
             norm_beta_initializer) and of `keras.layers.RNN` (`zero_output_for_mask`,
             `activity_regularizer`, `name`, `dtype`, ...).
 
-{shared.layer_call_args("Optional list `[h]` with the initial state.")}
+    Call arguments:
+        sequences: A 3D tensor `(batch, timesteps, features)`.
+        initial_state: Optional list `[h]` with the initial state.
+        mask: Optional boolean tensor `(batch, timesteps)`; masked steps keep the state.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 

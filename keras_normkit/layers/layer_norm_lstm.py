@@ -18,7 +18,6 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450, §3
 import keras
 from keras import activations, initializers, ops
 
-from keras_normkit.layers import _layer_norm_rnn_base as shared
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
@@ -26,11 +25,11 @@ __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormLSTMCell(_LayerNormCellBase):
-    __doc__ = f"""Cell of a layer-normalized LSTM (Ba et al., 2016), a drop-in for `LSTMCell`.
+    """Cell of a layer-normalized LSTM (Ba et al., 2016), a drop-in for `LSTMCell`.
 
     With gates in Keras's order (input `i`, forget `f`, candidate `g`, output `o`):
-    `[i, f, g, o] = LN_x(x_t W) + LN_h(h_{{t-1}} U) + b`,
-    `c_t = sigmoid(f) * c_{{t-1}} + sigmoid(i) * tanh(g)`,
+    `[i, f, g, o] = LN_x(x_t W) + LN_h(h_{t-1} U) + b`,
+    `c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g)`,
     `h_t = sigmoid(o) * tanh(LN_c(c_t))`,
     where each `LN` is a separate `keras.layers.LayerNormalization` (own gain and bias)
     over the features of one example: `LN_x` and `LN_h` over all `4 * units` gate
@@ -38,7 +37,7 @@ class LayerNormLSTMCell(_LayerNormCellBase):
     **un-normalized** `c_t` to the next step, as in the paper's equations.
 
     Difference from TF-Addons' `LayerNormLSTMCell`: TF-Addons replaced the carried state
-    with `LN_c(c_t)` (so `c_{{t+1}} = f * LN_c(c_t) + ...`). Pass
+    with `LN_c(c_t)` (so `c_{t+1} = f * LN_c(c_t) + ...`). Pass
     `carry_normalized_state=True` to get that behaviour. Everything else matches
     TF-Addons (norm over all four gates at once, bias added after both norms, same gate
     order, defaults `norm_epsilon=1e-3`, gain 1, shift 0).
@@ -55,14 +54,36 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         activation: Activation of the candidate and of the output (`tanh` above).
         recurrent_activation: Activation of the gates (`sigmoid` above).
         use_bias: Boolean, whether to add the bias `b`. Default: `True`.
-{shared.initializer_args("LSTMCell")}
+        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.LSTMCell`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.LSTMCell`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.LSTMCell`.
         unit_forget_bias: Boolean, whether to initialize the forget-gate bias to 1.
             Default: `True`.
         carry_normalized_state: Boolean, carry `LN_c(c_t)` instead of `c_t` (the
             TF-Addons behaviour). Default: `False`.
-{shared.keyword_args()}
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
 
-{shared.cell_call_args("A list `[h_{t-1}, c_{t-1}]` of two `(batch, units)` tensors.")}
+    Keyword Args:
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
+        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
+        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
+        seed: Optional integer seed for dropout.
+        norm_epsilon: Float > 0 added to the variance in each LN. Default: `1e-3` (Keras's
+            `LayerNormalization` default).
+        norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
+        norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`.
+
+    Call arguments:
+        inputs: A 2D tensor `(batch, features)`.
+        states: A list `[h_{t-1}, c_{t-1}]` of two `(batch, units)` tensors.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 
@@ -163,16 +184,21 @@ class LayerNormLSTMCell(_LayerNormCellBase):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormLSTM(_LayerNormRNNBase):
-    __doc__ = f"""Layer-normalized LSTM, a drop-in for `keras.layers.LSTM`.
+    """Layer-normalized LSTM, a drop-in for `keras.layers.LSTM`.
 
-    `[i, f, g, o] = LN_x(x_t W) + LN_h(h_{{t-1}} U) + b`,
-    `c_t = sigmoid(f) c_{{t-1}} + sigmoid(i) tanh(g)`, `h_t = sigmoid(o) tanh(LN_c(c_t))`
+    `[i, f, g, o] = LN_x(x_t W) + LN_h(h_{t-1} U) + b`,
+    `c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g)`, `h_t = sigmoid(o) tanh(LN_c(c_t))`
     over a sequence: `keras.layers.RNN` around a `LayerNormLSTMCell` (see it for the
     formula, the difference from TF-Addons and `carry_normalized_state`). There is no
     cuDNN kernel for it: the generic RNN loop runs (XLA-compilable).
 
     Args:
-{shared.layer_args("states `h` and `c`")}
+        units: Positive integer, dimensionality of the output space.
+        return_sequences: Boolean, return the full sequence (else the last output).
+        return_state: Boolean, also return the last states `h` and `c`.
+        go_backwards: Boolean, process the sequence backwards.
+        stateful: Boolean, carry the last state of each sample to the next batch.
+        unroll: Boolean, unroll the time loop (short sequences only).
         **kwargs: Every argument of `LayerNormLSTMCell` (activation,
             recurrent_activation, use_bias, initializers, unit_forget_bias, regularizers,
             constraints, dropout, recurrent_dropout, seed, norm_epsilon,
@@ -180,7 +206,11 @@ class LayerNormLSTM(_LayerNormRNNBase):
             `keras.layers.RNN` (`zero_output_for_mask`, `activity_regularizer`, `name`,
             `dtype`, ...).
 
-{shared.layer_call_args("Optional list `[h, c]` of initial states.")}
+    Call arguments:
+        sequences: A 3D tensor `(batch, timesteps, features)`.
+        initial_state: Optional list `[h, c]` of initial states.
+        mask: Optional boolean tensor `(batch, timesteps)`; masked steps keep the state.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 

@@ -15,23 +15,16 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
 import keras
 from keras import ops
 
-from keras_normkit.layers import _layer_norm_rnn_base as shared
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormSimpleRNNCell", "LayerNormSimpleRNN"]
 
 
-# The keyword arguments `LayerNormSimpleRNNCell` passes on to its base, for its docstring.
-_OWN_KEYWORD_ARGS = f"""        activation: Activation function. Default: `"tanh"`.
-        use_bias: Boolean, whether to add the bias vector `b`. Default: `True`.
-{shared.initializer_args("SimpleRNNCell")}"""
-
-
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormSimpleRNNCell(_LayerNormCellBase):
-    __doc__ = f"""Cell of a fully connected RNN whose summed input is layer-normalized.
+    """Cell of a fully connected RNN whose summed input is layer-normalized.
 
-    `h_t = activation(LN(x_t W + h_{{t-1}} U) + b)`, where
+    `h_t = activation(LN(x_t W + h_{t-1} U) + b)`, where
     `LN(a) = gamma * (a - mean(a)) / sqrt(var(a) + norm_epsilon) + beta` with mean and
     variance over the `units` features of each example (equation 4 of Ba et al.: for a
     vanilla RNN the paper normalizes the sum). `b` is added after the normalization, so it
@@ -48,9 +41,34 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
 
     Args:
         units: Positive integer, dimensionality of the output space.
-{shared.keyword_args(_OWN_KEYWORD_ARGS)}
+        **kwargs: The keyword arguments below, and base layer keyword arguments, such as
+            `name` and `dtype`.
 
-{shared.cell_call_args("A list `[h_{t-1}]`, the previous output `(batch, units)`.")}
+    Keyword Args:
+        activation: Activation function. Default: `"tanh"`.
+        use_bias: Boolean, whether to add the bias vector `b`. Default: `True`.
+        kernel_initializer: Initializer of `kernel` (W), as in `keras.layers.SimpleRNNCell`.
+        recurrent_initializer: Initializer of `recurrent_kernel` (U), as in
+            `keras.layers.SimpleRNNCell`.
+        bias_initializer: Initializer of `bias`, as in `keras.layers.SimpleRNNCell`.
+        kernel_regularizer: Optional regularizer of `kernel`.
+        recurrent_regularizer: Optional regularizer of `recurrent_kernel`.
+        bias_regularizer: Optional regularizer of `bias`.
+        kernel_constraint: Optional constraint of `kernel`.
+        recurrent_constraint: Optional constraint of `recurrent_kernel`.
+        bias_constraint: Optional constraint of `bias`.
+        dropout: Float in [0, 1), fraction of the inputs to drop. Default: 0.
+        recurrent_dropout: Float in [0, 1), fraction of `h_{t-1}` to drop. Default: 0.
+        seed: Optional integer seed for dropout.
+        norm_epsilon: Float > 0 added to the variance in each LN. Default: `1e-3` (Keras's
+            `LayerNormalization` default).
+        norm_gamma_initializer: Initializer for the LN gains. Default: `"ones"`.
+        norm_beta_initializer: Initializer for the LN biases. Default: `"zeros"`.
+
+    Call arguments:
+        inputs: A 2D tensor `(batch, features)`.
+        states: A list `[h_{t-1}]`, the previous output `(batch, units)`.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 
@@ -91,19 +109,28 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormSimpleRNN(_LayerNormRNNBase):
-    __doc__ = f"""Fully connected RNN with layer normalization, a drop-in for `keras.layers.SimpleRNN`.
+    """Fully connected RNN with layer normalization, a drop-in for `keras.layers.SimpleRNN`.
 
-    `h_t = activation(LN(x_t W + h_{{t-1}} U) + b)` over a sequence: `keras.layers.RNN`
+    `h_t = activation(LN(x_t W + h_{t-1} U) + b)` over a sequence: `keras.layers.RNN`
     around a `LayerNormSimpleRNNCell` (see it for the formula and the cell arguments).
 
     Args:
-{shared.layer_args("state")}
+        units: Positive integer, dimensionality of the output space.
+        return_sequences: Boolean, return the full sequence (else the last output).
+        return_state: Boolean, also return the last state.
+        go_backwards: Boolean, process the sequence backwards.
+        stateful: Boolean, carry the last state of each sample to the next batch.
+        unroll: Boolean, unroll the time loop (short sequences only).
         **kwargs: Every argument of `LayerNormSimpleRNNCell` (activation, initializers,
             regularizers, constraints, dropout, recurrent_dropout, seed, norm_epsilon,
             norm_gamma_initializer, norm_beta_initializer) and of `keras.layers.RNN`
             (`zero_output_for_mask`, `activity_regularizer`, `name`, `dtype`, ...).
 
-{shared.layer_call_args("Optional list `[h]` with the initial state.")}
+    Call arguments:
+        sequences: A 3D tensor `(batch, timesteps, features)`.
+        initial_state: Optional list `[h]` with the initial state.
+        mask: Optional boolean tensor `(batch, timesteps)`; masked steps keep the state.
+        training: Python boolean, whether to apply dropout.
 
     Example:
 

@@ -15,6 +15,8 @@
 
 # %%
 import os
+import pathlib
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -28,6 +30,9 @@ from sklearn.preprocessing import StandardScaler
 
 from keras_normkit.constraints import ParsevalConstraint
 from keras_normkit.initializers import ConvolutionDeltaOrthogonal, lsuv_initialize
+
+sys.path.insert(0, str(pathlib.Path("..").resolve() / "examples"))
+from parseval_digits import parseval_mlp  # examples/parseval_digits.py, shared with the tests
 
 plt.rcParams["figure.dpi"] = 72
 x, y = load_digits(return_X_y=True)
@@ -51,22 +56,6 @@ print(xs_train.shape, xs_test.shape)
 
 
 # %%
-def mlp(constraint, seed=0):
-    keras.utils.set_random_seed(seed)
-    kwargs = {"kernel_initializer": "orthogonal", "kernel_constraint": constraint}
-    model = keras.Sequential(
-        [keras.Input((64,))]
-        + [keras.layers.Dense(128, activation="relu", **kwargs) for _ in range(3)]
-        + [keras.layers.Dense(10, **kwargs)]
-    )
-    model.compile(
-        keras.optimizers.Adam(1e-3),
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
-    return model
-
-
 class SingularValues(keras.callbacks.Callback):
     def __init__(self, layer_index, epochs):
         super().__init__()
@@ -87,7 +76,7 @@ class SingularValues(keras.callbacks.Callback):
 EPOCHS = 15
 models, spectra = {}, {}
 for name, constraint in [("plain", None), ("Parseval", ParsevalConstraint(beta=0.05))]:
-    model = mlp(constraint)
+    model = parseval_mlp(constraint)
     recorder = SingularValues(1, epochs=(5, EPOCHS))
     model.fit(xs_train, y_train, epochs=EPOCHS, batch_size=32, verbose=0, callbacks=[recorder])
     models[name], spectra[name] = model, recorder.values
@@ -111,21 +100,7 @@ plt.show()
 
 # %%
 import tensorflow as tf
-
-
-def frame_deviation(w):
-    gram = w.T @ w if w.shape[1] <= w.shape[0] else w @ w.T
-    return np.linalg.norm(gram - np.eye(len(gram))) / np.sqrt(len(gram))
-
-
-def empirical_lipschitz(model, inputs):
-    inputs = tf.constant(inputs)
-    with tf.GradientTape() as tape:
-        tape.watch(inputs)
-        logits = model(inputs)
-    jacobians = tape.batch_jacobian(logits, inputs).numpy()
-    return np.linalg.norm(jacobians, 2, axis=(1, 2)).max()
-
+from parseval_digits import empirical_lipschitz, frame_deviation
 
 for name, model in models.items():
     deviations = [frame_deviation(layer.kernel.numpy()) for layer in model.layers]

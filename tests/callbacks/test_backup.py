@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 
 import keras
 import numpy as np
@@ -19,7 +18,6 @@ from keras_normkit.callbacks import (
 )
 from keras_normkit.callbacks._codec import decode_state, encode_state
 from keras_normkit.callbacks._registry import MEMBER, fit_callbacks
-from keras_normkit.callbacks._snapshot_files import SnapshotFiles
 from tests.callbacks import resume_run
 from tests.callbacks.interrupt import Interrupt
 
@@ -221,67 +219,28 @@ def test_protocol_user_callback_encoding_and_config(tmp_path):
         BackupAndRestore(backup_dir, double_checkpoint=1)
 
 
-def test_early_stopping_backup_dir_is_deprecated(tmp_path):
-    with pytest.warns(DeprecationWarning, match="BackupAndRestore"):
-        EarlyStopping(backup_dir=str(tmp_path))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        EarlyStopping()
-
-
-def test_snapshot_files_of_the_deprecated_backup_dir(tmp_path):
-    """Write, read back, prune stale weights, delete only our files."""
-    files = SnapshotFiles(tmp_path)
-    assert files.read() is None  # nothing written yet
-    weights = [np.arange(6, dtype="float32").reshape(2, 3), np.array([1.5])]
-    snapshots = {
-        3: {"wait": 1, "trace": [{"epoch": 3, "val_loss": 0.5}], "best_weights": weights},
-        4: {"wait": 2, "trace": [], "best_weights": None},
-    }
-    (tmp_path / "unrelated.txt").write_text("kept")
-    files.write(-1.0, snapshots)
-    sign, restored = files.read()
-    assert sign == -1.0 and sorted(restored) == [3, 4]
-    assert restored[4] == snapshots[4]
-    assert {k: v for k, v in restored[3].items() if k != "best_weights"} == {
-        "wait": 1,
-        "trace": [{"epoch": 3, "val_loss": 0.5}],
-    }
-    for got, want in zip(restored[3]["best_weights"], weights, strict=True):
-        np.testing.assert_array_equal(got, want)
-        assert got.dtype == want.dtype
-    files.write(-1.0, {5: {"wait": 0, "best_weights": weights}})  # epoch 3's weights pruned
-    ours = sorted(n for n in os.listdir(tmp_path) if n.startswith(SnapshotFiles.PREFIX))
-    assert ours == [f"{SnapshotFiles.PREFIX}.json", f"{SnapshotFiles.PREFIX}_weights_5.npz"]
-    assert not any(n.endswith(".tmp") for n in os.listdir(tmp_path))
-    files.delete()
-    assert os.listdir(tmp_path) == ["unrelated.txt"]
-    files.delete()  # idempotent, and harmless without a directory
-    SnapshotFiles(tmp_path / "missing").delete()
-
-
-def test_early_stopping_resumes_from_snapshots_written_before_stopped_epoch_was_0(tmp_path):
-    """Older files marked "not stopped" with `stopped_epoch=None`: resumed as Keras's 0."""
-    with pytest.warns(DeprecationWarning):
-        first = EarlyStopping(monitor="loss", patience=5, backup_dir=tmp_path)
+def test_early_stopping_resumes_from_states_saved_before_stopped_epoch_was_0():
+    """Older states marked "not stopped" / "no best epoch" with None: resumed as Keras's 0."""
+    first = EarlyStopping(monitor="loss", patience=5)
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     first.set_model(model)
     first.on_train_begin()
     for epoch, loss in enumerate([1.0, 0.9]):
         first.on_epoch_begin(epoch)
         first.on_epoch_end(epoch, {"loss": loss})
-    sign, snapshots = SnapshotFiles(tmp_path).read()
-    for state in snapshots.values():
-        state["stopped_epoch"] = None
-    SnapshotFiles(tmp_path).write(sign, snapshots)
-    with pytest.warns(DeprecationWarning):
-        second = EarlyStopping(monitor="loss", patience=5, backup_dir=tmp_path)
+    state = first.get_state()
+    old = {**state, "stopped_epoch": None}
+    second = EarlyStopping(monitor="loss", patience=5)
     second.set_model(model)
     second.on_train_begin()
-    second.on_epoch_begin(2)  # resumed at epoch 2 from epoch 1's snapshot
+    second.set_state(old)  # as BackupAndRestore does when a fit resumes at epoch 2
+    second.on_epoch_begin(2)
     assert (second.stopped_epoch, second.best_epoch, second.best, second.wait) == (0, 1, 0.9, 0)
     second.on_epoch_end(2, {"loss": 0.95})
     assert second.wait == 1 and second.stop_reason is None
+    fresh = EarlyStopping(monitor="loss", patience=5)
+    fresh.set_state({**state, "best_epoch": None, "_best": None, "best_weights": None})
+    assert fresh.best_epoch == 0
 
 
 def _dropout_run(backup, interrupt=None):

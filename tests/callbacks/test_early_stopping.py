@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keras_normkit.callbacks import EarlyStopping
+from keras_normkit.callbacks import BackupAndRestore, EarlyStopping
 from keras_normkit.callbacks.early_stopping import generalization_loss, training_progress
 from tests.callbacks.interrupt import Interrupt
 
@@ -366,9 +366,23 @@ def _maximized_monitor_is_rejected_by_prechelt_criteria():
 def _config_is_the_constructor_arguments():
     stop = EarlyStopping(criterion="up", alpha=3, strip_length=4, start_from_epoch=2)
     config = stop.get_config()
-    assert set(config) == set(inspect.signature(EarlyStopping).parameters)
+    parameters = inspect.signature(EarlyStopping).parameters.values()
+    assert set(config) == {p.name for p in parameters if p.kind != p.VAR_KEYWORD}
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(stop))
     assert clone.get_config() == config
+
+
+def _removed_backup_dir_names_what_to_use():
+    with pytest.raises(ValueError, match=r"was removed.*BackupAndRestore\(backup_dir\)"):
+        EarlyStopping(monitor="loss", backup_dir="/tmp/backup")
+    with pytest.raises(TypeError, match="Unrecognized keyword arguments: \\['patiance'\\]"):
+        EarlyStopping(patiance=3)
+    # The configs of earlier versions hold `"backup_dir": None`: they still load, warning-free.
+    config = {**EarlyStopping(patience=2).get_config(), "backup_dir": None}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        restored = EarlyStopping.from_config(config)
+    assert restored.patience == 2 and "backup_dir" not in restored.get_config()
 
 
 # --------------------------------------------------------------------------- real training
@@ -455,70 +469,30 @@ def test_backup_and_restore_resume_gives_the_same_stop_and_weights(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
-def test_resume_in_a_new_process_from_backup_dir(tmp_path):
-    """A new model and new callback instances (as after a crash) resume from the disk state."""
+def test_resume_in_a_new_process_with_our_backup(tmp_path):
+    """A new model and new callback instances (as after a crash) resume from the backup."""
     (x, y), fit, initial, whole, expected = uninterrupted_stop()
     backup_dir = str(tmp_path / "backup")
     model = overfitting_model()
     model.set_weights(initial)
-    first = EarlyStopping(**RESUMED_STOP, backup_dir=backup_dir)
+    first = EarlyStopping(**RESUMED_STOP)
     with pytest.raises(RuntimeError, match="Interrupting"):
         model.fit(
             x,
             y,
-            callbacks=[
-                keras.callbacks.BackupAndRestore(backup_dir),
-                first,
-                Interrupt(whole.stopped_epoch - 2),
-            ],
+            callbacks=[BackupAndRestore(backup_dir), first, Interrupt(whole.stopped_epoch - 2)],
             **fit,
         )
-    assert any(n.startswith("keras_normkit_early_stopping") for n in os.listdir(backup_dir))
 
     resumed_model = overfitting_model()  # a fresh process would rebuild everything
-    second = EarlyStopping(**RESUMED_STOP, backup_dir=backup_dir)
-    history = resumed_model.fit(
-        x, y, callbacks=[keras.callbacks.BackupAndRestore(backup_dir), second], **fit
-    )
+    second = EarlyStopping(**RESUMED_STOP)
+    history = resumed_model.fit(x, y, callbacks=[BackupAndRestore(backup_dir), second], **fit)
     assert len(history.history["loss"]) == 3  # resumed two epochs before the stop
     assert (second.stopped_epoch, second.best_epoch) == (whole.stopped_epoch, whole.best_epoch)
     assert second.trace == whole.trace
     for got, want in zip(resumed_model.get_weights(), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
-    assert not os.path.exists(backup_dir) or not any(
-        n.startswith("keras_normkit_early_stopping") for n in os.listdir(backup_dir)
-    )
-
-
-@pytest.mark.filterwarnings("ignore:.*backup_dir.*deprecated:DeprecationWarning")
-def test_backup_dir_round_trips_state_and_is_validated(tmp_path):
-    """The on-disk snapshots reproduce the in-memory ones exactly; bad paths are rejected."""
-    kwargs = dict(criterion="up", alpha=2, strip_length=2, restore_best_weights=True)
-    callback = EarlyStopping(**kwargs, backup_dir=tmp_path)
-    assert callback.get_config()["backup_dir"] == str(tmp_path)
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    callback.set_model(model)
-    callback.on_train_begin()
-    for epoch, loss in enumerate([1.0, 0.8, 0.9, 0.95, 0.7]):
-        callback.on_epoch_begin(epoch)
-        callback.on_epoch_end(epoch, {"val_loss": loss, "loss": loss})
-    fresh = EarlyStopping(**kwargs, backup_dir=tmp_path)
-    restored = fresh._read_files()
-    assert fresh._sign == callback._sign == 1.0
-    assert sorted(restored) == sorted(callback._snapshots) == [3, 4]
-    for epoch, state in callback._snapshots.items():
-        weights = state["best_weights"]
-        got = restored[epoch]
-        assert {k: v for k, v in got.items() if k != "best_weights"} == {
-            k: v for k, v in state.items() if k != "best_weights"
-        }
-        for a, b in zip(got["best_weights"], weights, strict=True):
-            np.testing.assert_array_equal(a, b)
-    callback.on_train_end()
-    assert not any(n.startswith("keras_normkit_early_stopping") for n in os.listdir(tmp_path))
-    with pytest.raises(TypeError, match="backup_dir"):
-        EarlyStopping(backup_dir=3)
+    assert not os.path.exists(backup_dir)  # deleted at the end, as Keras deletes its own
 
 
 def test_generalization_loss_criterion():
@@ -559,3 +533,4 @@ def test_errors_warnings_and_config():
     _missing_monitor_warns_once()
     _bad_input_names_the_argument()
     _config_is_the_constructor_arguments()
+    _removed_backup_dir_names_what_to_use()

@@ -6,6 +6,8 @@ import sys
 import numpy as np
 import pytest
 
+from keras_normkit.callbacks import ReduceLROnPlateau
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
 
 import associative_retrieval as ar  # noqa: E402
@@ -75,6 +77,48 @@ def test_train_ends_at_the_best_validation_point():
     )
 
 
+def test_train_drives_a_plateau_callback_at_every_evaluation():
+    """Each evaluation is an epoch end for the callbacks: the rate halves on the plateau rule."""
+    sizes = {"pairs": 2, "num_keys": 8, "num_values": 4}
+    train = ar.make_task(100, seed=0, **sizes)
+    val = ar.make_task(50, seed=1, **sizes)
+    model = ar.build_model("lstm", 4, vocab=13, num_classes=4, embed=4, seed=0)
+    # min_delta 10: no evaluation after the first improves on it, so with patience 2 the
+    # rate halves at evaluations 2 and 4 (counting from 0), and the updates after them run
+    # at the halved rate.
+    plateau = ReduceLROnPlateau("val_loss", factor=0.5, patience=2, min_delta=10.0)
+    curve = ar.train(
+        model,
+        (train, val),
+        updates=60,
+        batch_size=10,
+        learning_rate=1e-3,
+        eval_every=10,
+        jit_compile="auto",  # XLA on JAX; TensorFlow on a CPU and torch: none
+        callbacks=[plateau],
+        verbose=False,
+    )
+    rates = [p["learning_rate"] for p in curve]
+    np.testing.assert_allclose(rates, [1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 2.5e-4], rtol=1e-6)
+    assert ar.rate_reductions(curve) == [30, 50]  # evaluations 2 and 4: 30 and 50 updates
+    assert [epoch for epoch, _ in plateau.reductions] == [2, 4]
+    assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(2.5e-4, rel=1e-6)
+    assert int(model.optimizer.iterations.numpy()) == 60
+    # Without callbacks the rate is constant.
+    model = ar.build_model("lstm", 4, vocab=13, num_classes=4, embed=4, seed=0)
+    curve = ar.train(
+        model,
+        (train, val),
+        updates=30,
+        batch_size=10,
+        eval_every=10,
+        jit_compile="auto",
+        verbose=False,
+    )
+    assert [p["learning_rate"] for p in curve] == pytest.approx([1e-3] * 3)
+    assert ar.rate_reductions(curve) == []
+
+
 def test_updates_to_reach():
     curve = [{"updates": 500 * (i + 1), "val_accuracy": a} for i, a in enumerate([0.4, 0.96, 0.9])]
     assert ar.updates_to_reach(curve, 0.95) == 1000
@@ -121,6 +165,67 @@ def test_table_chooses_the_tuned_rate_on_validation_only():
     row = text.splitlines()[-1]
     # paper 60.81; ours mean 6.00 +- 1.41, median 6.00, worst 7.00; 1 of 2 reached 95 %.
     assert "| 60.81 | 6.00 ± 1.41 | 6.00 | 7.00 | 2/3 | 9.0k (1/2 reached) | 1.0 min |" in row
+
+
+def test_decay_budget_halves_on_a_plateau_for_up_to_100k_updates(monkeypatch):
+    """`tuned-decay`: the tuned rates, 100k updates, a patience of 10 evaluations; own keys."""
+    assert table.BUDGETS["tuned-decay"] == table.BUDGETS["tuned"]
+    assert table.UPDATES == {"paper": 50_000, "tuned": 50_000, "tuned-decay": 100_000}
+    assert set(table.PLATEAU_PATIENCE) == {"tuned-decay"}
+    calls = []
+
+    def fake_run(kind, units, lr, updates, seed, **kwargs):
+        calls.append((kind, units, lr, updates, seed, kwargs["plateau_patience"]))
+        return {"test_error": 0.1, "updates_run": updates, "halvings": [], "seconds": 1.0}
+
+    monkeypatch.setattr(table.ar, "run", fake_run)
+    decay = table.run_one("tuned-decay", "lstm", 50, 3e-3, 1, data=None)
+    constant = table.run_one("tuned", "lstm", 50, 3e-3, 1, data=None)
+    smoke = table.run_one("tuned-decay", "lstm", 50, 3e-3, 1, data=None, updates=300)
+    assert calls == [
+        ("lstm", 50, 3e-3, 100_000, 1, 10),
+        ("lstm", 50, 3e-3, 50_000, 1, None),
+        ("lstm", 50, 3e-3, 300, 1, 10),
+    ]
+    assert decay["command"].endswith("--updates 100000 --seed 1 --plateau-patience 10")
+    assert constant["command"].endswith("--updates 50000 --seed 1")
+    assert smoke["budget"] == "tuned-decay"
+    # The two budgets' runs have distinct keys, so one results file holds both.
+    assert table.key("tuned-decay", "lstm", 50, 3e-3, 0) != table.key("tuned", "lstm", 50, 3e-3, 0)
+
+
+def test_report_puts_the_budgets_side_by_side():
+    def runs(budget, lr, errors, halvings=(0, 0, 0)):
+        made = {}
+        for seed, (error, count) in enumerate(zip(errors, halvings, strict=False)):
+            run = _fake_run(error, 0.97 - seed / 100, 20_000)
+            run["halvings"] = [5000 * (i + 1) for i in range(count)]
+            made[table.key(budget, "lstm", 50, lr, seed)] = run
+        return made
+
+    results = {
+        **runs("tuned", 3e-3, [0.025, 0.040, 0.0485]),
+        **runs("tuned", 1e-3, [0.0415]),  # seed 0's pilot at the other rate: worse validation
+        **runs("tuned-decay", 3e-3, [0.01, 0.02, 0.03], halvings=[2, 3, 5]),
+        **runs("tuned-decay", 1e-3, [0.05]),
+    }
+    results[table.key("tuned", "lstm", 50, 1e-3, 0)]["best_val_accuracy"] = 0.95
+    results[table.key("tuned-decay", "lstm", 50, 1e-3, 0)]["best_val_accuracy"] = 0.95
+    text = table.side_by_side(results, ["tuned", "tuned-decay"], ["lstm"], [50], [0, 1, 2], [0])
+    head, _, row = text.splitlines()
+    assert head.startswith("| model | R | paper | tuned: Adam rate | tuned: mean ± sd |")
+    assert head.endswith("| tuned-decay: rate halvings (median) |")
+    # tuned: 2.50, 4.00, 4.85 -> mean 3.78, sd 1.19 (the guide's LSTM-50 row); decay: 1, 2, 3.
+    assert row == (
+        "| LSTM | 50 | 1.85 | 0.003 | 3.78 ± 1.19 | 4.00 | 3/3 "
+        "| 0.003 | 2.00 ± 1.00 | 2.00 | 3/3 | 3 |"
+    )
+    # A model without runs under a budget: dashes, not an error.
+    text = table.side_by_side(results, ["tuned", "tuned-decay"], ["fw"], [50], [0], [0, 1])
+    assert (
+        text.splitlines()[-1]
+        == "| Fast weights | 50 | 0.00 | – | – | – | 0/2 | – | – | – | 0/2 | – |"
+    )
 
 
 @pytest.mark.slow

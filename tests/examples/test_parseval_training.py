@@ -1,64 +1,25 @@
-"""End-to-end (slow): Parseval training and LSUV on scikit-learn's digits."""
+"""End-to-end (slow): Parseval training (examples/parseval_digits.py) and LSUV on digits."""
+
+import pathlib
+import sys
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from keras_normkit.constraints import ParsevalConstraint
 from keras_normkit.initializers import lsuv_initialize
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+
+from parseval_digits import (  # noqa: E402
+    digits,
+    empirical_lipschitz,
+    frame_deviation,
+    parseval_mlp,
+)
+
 pytestmark = pytest.mark.slow
-
-
-def digits(standardize_scale=None):
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.25, random_state=0, stratify=y
-    )
-    if standardize_scale is None:
-        x_train, x_test = x_train / 16.0, x_test / 16.0
-    else:
-        scaler = StandardScaler().fit(x_train)
-        x_train = standardize_scale * scaler.transform(x_train)
-        x_test = standardize_scale * scaler.transform(x_test)
-    return x_train.astype("float32"), x_test.astype("float32"), y_train, y_test
-
-
-def parseval_mlp(constraint, seed=0):
-    keras.utils.set_random_seed(seed)
-    kwargs = {"kernel_initializer": "orthogonal", "kernel_constraint": constraint}
-    model = keras.Sequential(
-        [keras.Input((64,))]
-        + [keras.layers.Dense(128, activation="relu", **kwargs) for _ in range(3)]
-        + [keras.layers.Dense(10, **kwargs)]
-    )
-    model.compile(
-        keras.optimizers.Adam(1e-3),
-        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
-    return model
-
-
-def frame_deviation(kernel):
-    """||G - I||_F / sqrt(n) with G the smaller Gram matrix of the kernel."""
-    w = np.asarray(kernel)
-    gram = w.T @ w if w.shape[1] <= w.shape[0] else w @ w.T
-    return float(np.linalg.norm(gram - np.eye(len(gram))) / np.sqrt(len(gram)))
-
-
-def empirical_lipschitz(model, x):
-    """max over inputs of the spectral norm of the logits' Jacobian d logits / d x."""
-    x = tf.constant(x)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        logits = model(x)
-    jacobians = tape.batch_jacobian(logits, x).numpy()
-    return float(np.linalg.norm(jacobians, 2, axis=(1, 2)).max())
 
 
 def test_parseval_mlp_on_digits():

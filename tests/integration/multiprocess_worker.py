@@ -9,7 +9,9 @@ batches, fed whole. With `--processes 2` it joins a run over `localhost:PORT`
 (`DataParallel`, `auto_shard_dataset=False`) and feeds its own half of every global batch.
 The model has every layer family of keras_normkit; it trains with our schedule,
 `EarlyStopping`, `GradientStatistics` and `BackupAndRestore`. `--interrupt E B` ends this
-process abruptly (`os._exit`) at batch B of epoch E, as a crashed host would. The result
+process abruptly (`os._exit`) at batch B of epoch E, as a crashed host would. `--perturb`
+multiplies the initial weights by `1 + 1e-7 N(0, 1)`; `--keras-lstm` puts Keras's `LSTM`
+in place of `LayerNormLSTM` (to compare how much each amplifies round-off). The result
 (history, statistics, final weights, files this process saw) goes to OUT_DIR/result_INDEX.json.
 """
 
@@ -43,7 +45,7 @@ def data():
     return story, question, labels
 
 
-def build():
+def build(keras_lstm=False):
     from keras_normkit.constraints import ParsevalConstraint
     from keras_normkit.layers import (
         QRN,
@@ -60,7 +62,8 @@ def build():
     xs = keras.Input((T, D), name="story")
     qs = keras.Input((D,), name="question")
     h = keras.layers.Masking()(xs)
-    h = LayerNormLSTM(D, return_sequences=True, name="ln_lstm")(h)
+    lstm = keras.layers.LSTM if keras_lstm else LayerNormLSTM  # --keras-lstm: a comparison
+    h = lstm(D, return_sequences=True, name="ln_lstm")(h)
     h = LayerNormGRU(D, return_sequences=True, name="ln_gru")(h)
     h = LayerNormSimpleRNN(D, return_sequences=True, name="ln_simple_rnn")(h)
     h = FastWeightsRNN(D, return_sequences=True, name="fast_weights")(h)
@@ -105,6 +108,11 @@ def main():
     parser.add_argument(
         "--perturb", action="store_true", help="initial weights times 1 + 1e-7 N(0, 1)"
     )
+    parser.add_argument(
+        "--keras-lstm",
+        action="store_true",
+        help="keras.layers.LSTM in place of LayerNormLSTM (how much it amplifies round-off)",
+    )
     args = parser.parse_args()
     if args.processes > 1:
         keras.distribution.initialize(
@@ -128,7 +136,7 @@ def main():
             for start in range(0, N, GLOBAL_BATCH)
         ]
     )
-    model = build()
+    model = build(args.keras_lstm)
     if args.perturb:
         rng = np.random.default_rng(5)
         model.set_weights(

@@ -345,6 +345,26 @@ def test_tflite_recurrent_layers_current_state(kind, tmp_path):
 
 # -- tf.distribute -------------------------------------------------------------------------
 
+
+def run_script(script, *args, without=(), **variables):
+    """Run `script` (with `args`) in a new interpreter; the JSON of its last printed line.
+
+    The environment is this one without the variables named in `without`, plus
+    `variables` and a quiet TensorFlow log.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in without}
+    env.update(TF_CPP_MIN_LOG_LEVEL="3", **variables)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 DISTRIBUTED_SCRIPT = """
 import json, sys
 import tensorflow as tf
@@ -443,17 +463,7 @@ print(json.dumps(results))
 
 @pytest.mark.slow
 def test_mirrored_strategy_matches_single_device(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
-    env.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", DISTRIBUTED_SCRIPT, str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    runs = json.loads(result.stdout.strip().splitlines()[-1])
+    runs = run_script(DISTRIBUTED_SCRIPT, str(tmp_path), KERAS_BACKEND="tensorflow")
     single, mirrored = runs["single"], runs["mirrored"]
     assert (single["replicas"], mirrored["replicas"]) == (1, 2)
 
@@ -560,17 +570,8 @@ print(json.dumps(results))
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_jax_data_parallel_matches_single_device():
-    env = {k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND", "XLA_FLAGS")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    result = subprocess.run(
-        [sys.executable, "-c", JAX_DATA_PARALLEL_SCRIPT],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    runs = json.loads(result.stdout.strip().splitlines()[-1])
+    # The script sets its own backend and XLA_FLAGS (2 CPU devices).
+    runs = run_script(JAX_DATA_PARALLEL_SCRIPT, without=("KERAS_BACKEND", "XLA_FLAGS"))
     assert (runs["backend"], runs["devices"]) == ("jax", 2)
     single, parallel = runs["single"], runs["data_parallel"]
     assert (single["mesh_devices"], parallel["mesh_devices"]) == (1, 2)  # weights on the mesh

@@ -293,6 +293,60 @@ def test_drop_in_arguments_and_weights(families):
         _check_drop_in(ours, theirs)
 
 
+def _documented_arguments(doc, section):
+    """The names of the entries of a Google-style section (`Args:`, `Keyword Args:`)."""
+    lines = inspect.cleandoc(doc).splitlines()
+    names = []
+    for line in lines[lines.index(section) + 1 :]:
+        if line and not line.startswith(" "):
+            break
+        if line.startswith("    ") and not line.startswith("     ") and ":" in line:
+            names.append(line.split(":")[0].strip())
+    return names
+
+
+def _entry(doc, name):
+    """The text of the entry `name:` of a docstring (its first line and continuations)."""
+    lines = inspect.cleandoc(doc).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(f"{name}:"))
+    entry = [lines[start].strip()]
+    for line in lines[start + 1 :]:
+        if not line.startswith("        "):
+            break
+        entry.append(line.strip())
+    return " ".join(entry)
+
+
+def _arguments(cls):
+    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind != p.VAR_KEYWORD]
+
+
+@pytest.mark.parametrize(
+    "cell_cls",
+    [LayerNormSimpleRNNCell, LayerNormLSTMCell, LayerNormGRUCell],
+    ids=["simple_rnn", "lstm", "gru"],
+)
+def test_cell_docstring_documents_every_argument_once(cell_cls):
+    """Each cell writes its docstring out in its own source: every constructor argument
+    (its own and its base's) has one entry, and the entries of the arguments every cell
+    passes on to the base unchanged (regularizers, constraints, dropout, seed, norms) read
+    the same in the three cells."""
+    from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase
+
+    own = _documented_arguments(cell_cls.__doc__, "Args:")
+    keyword = _documented_arguments(cell_cls.__doc__, "Keyword Args:")
+    assert own[-1] == "**kwargs"
+    documented = own[:-1] + keyword
+    assert len(set(documented)) == len(documented)
+    assert set(documented) == set(_arguments(cell_cls)) | set(_arguments(_LayerNormCellBase))
+    # Documented per cell (they name the Keras cell, or the cell's formula).
+    per_cell = {"units", "activation", "use_bias"} | {
+        f"{w}_initializer" for w in ("kernel", "recurrent", "bias")
+    }
+    for name in set(_arguments(_LayerNormCellBase)) - per_cell:
+        assert _entry(cell_cls.__doc__, name) == _entry(LayerNormLSTMCell.__doc__, name), name
+
+
 @pytest.mark.parametrize("layer_cls", [LayerNormSimpleRNN, LayerNormLSTM, LayerNormGRU])
 def test_layer_forwards_the_cell_arguments(layer_cls):
     """The cell's arguments go to the cell and come back in the layer's config; the RNN's
