@@ -237,8 +237,13 @@ def expected_calibration_error(probabilities, labels, num_bins=15, binning="equa
     Zhang, Jerfel, Tran, "Measuring Calibration in Deep Learning", CVPR Workshops 2019,
     arXiv:1904.01685 (adaptive calibration error).
     """
-    num_bins = _validation.check_num_bins(num_bins)
     binning = check_string_choice("binning", binning, BINNINGS)
+    if binning == "equal_width":
+        bins = calibration_bins(probabilities, labels, num_bins)
+        full = bins.counts > 0
+        weights = bins.counts[full] / bins.counts.sum()
+        return float(np.sum(weights * np.abs(bins.accuracy[full] - bins.confidence[full])))
+    num_bins = _validation.check_num_bins(num_bins)
     probabilities, labels = _checked(probabilities, labels)
     confidence, correct = top_label(probabilities, labels)
     return float(ece_from_top_label(confidence, correct, num_bins, binning))
