@@ -14,7 +14,8 @@
   `debiased_calibration_error`, `smooth_calibration_error`, `smooth_calibration_curve`,
   `brier_score` (`measures.py`); `risk_coverage_curve`, `area_under_risk_coverage`
   (`selective.py`); `calibration_report`, all of them with bootstrap intervals (`report.py`).
-* Plots: `reliability_diagram`. Streaming metric: `keras_normkit.metrics.ExpectedCalibrationError`.
+* Plots: `reliability_diagram`. Streaming metrics: `keras_normkit.metrics.ExpectedCalibrationError`
+  (equal-width or equal-mass bins), `keras_normkit.metrics.BrierScore`.
 * Large validation sets: `collect_logits` (batch-wise, spilled to a memmap beyond a budget).
 """
 
