@@ -73,7 +73,7 @@ def debiased_squared_error(confidence, correct, num_bins, binning, weights=None,
 
 
 def debiased_calibration_error(
-    probabilities, labels, num_bins=15, binning="equal_mass", squared=False
+    probabilities, labels, num_bins=15, binning="equal_mass", squared=False, classwise=False
 ):
     """Debiased L2 calibration error of Kumar, Liang and Ma (2019).
 
@@ -92,6 +92,10 @@ def debiased_calibration_error(
     labels, p=2, debias=True)` of the authors' `calibration` package, in top-label mode;
     its equal-mass bins are the same as ours when M divides n and no confidences tie.
 
+    With `classwise=True` (the package's default `mode="marginal"`), the same estimator is
+    applied to each class probability p_k against 1[y = k] (bins of p_k), and the result is
+    sqrt(mean_k max(CE_k^2, 0)) (`squared=True`: mean_k CE_k^2, unclipped).
+
     Args:
         probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
             class 1 for a binary classifier (read as two columns: top-label).
@@ -100,6 +104,8 @@ def debiased_calibration_error(
         binning: `"equal_mass"` (the default, as in the paper) or `"equal_width"` (see
             `expected_calibration_error`).
         squared: Return the unbiased estimate of the squared error instead of its root.
+        classwise: Measure every class probability (marginal calibration) instead of the
+            top label.
 
     Returns:
         A Python float: the L2 calibration error in [0, 1], or its squared estimate.
@@ -124,9 +130,22 @@ def debiased_calibration_error(
     num_bins = _validation.check_num_bins(num_bins)
     binning = check_string_choice("binning", binning, functional.BINNINGS)
     squared = check_bool("squared", squared)
-    confidence, correct = _top_label(probabilities, labels)
-    value = float(debiased_squared_error(confidence, correct, num_bins, binning))
-    return value if squared else float(np.sqrt(max(value, 0.0)))
+    classwise = check_bool("classwise", classwise)
+    if not classwise:
+        confidence, correct = _top_label(probabilities, labels)
+        value = float(debiased_squared_error(confidence, correct, num_bins, binning))
+        return value if squared else float(np.sqrt(max(value, 0.0)))
+    probabilities = _validation.check_probabilities(probabilities)
+    labels = _validation.check_labels(labels, *probabilities.shape)
+    per_class = np.array(
+        [
+            debiased_squared_error(column, (labels == k).astype(np.float64), num_bins, binning)
+            for k, column in enumerate(probabilities.T)
+        ]
+    )
+    if squared:
+        return float(per_class.mean())
+    return float(np.sqrt(np.maximum(per_class, 0.0).mean()))
 
 
 # ---------------------------------------------------------------------------------------

@@ -75,6 +75,16 @@ def test_debiased_matches_loop_reference(seed, num_bins, n):
     assert got == pytest.approx(expected, abs=1e-12)
     root = debiased_calibration_error(p, y, num_bins=num_bins)
     assert root == pytest.approx(np.sqrt(max(expected, 0.0)), abs=1e-12)
+    # Class-wise (the package's "marginal" mode): per class, clipped, then averaged.
+    per_class = []
+    for k in range(3):
+        column, hits = p[:, k], (y == k).astype(float)
+        index = reference_equal_mass_bins(column, num_bins)
+        per_class.append(reference_debiased(column, hits, num_bins, index))
+    got = debiased_calibration_error(p, y, num_bins, classwise=True)
+    assert got == pytest.approx(np.sqrt(np.mean(np.maximum(per_class, 0))), abs=1e-12)
+    got = debiased_calibration_error(p, y, num_bins, classwise=True, squared=True)
+    assert got == pytest.approx(np.mean(per_class), abs=1e-12)
     width_index = np.clip(np.ceil(confidence * num_bins).astype(int) - 1, 0, num_bins - 1)
     expected = reference_debiased(confidence, correct, num_bins, width_index)
     got = debiased_calibration_error(p, y, num_bins, binning="equal_width", squared=True)
@@ -262,6 +272,7 @@ def test_bad_arguments():
         (lambda: debiased_calibration_error(p, [0, 1], binning="quantile"), ValueError),
         (lambda: debiased_calibration_error(p, [0, 1], binning=1), TypeError),
         (lambda: debiased_calibration_error(p, [0, 1], squared=1), TypeError),
+        (lambda: debiased_calibration_error(p, [0, 1], classwise=None), TypeError),
         (lambda: smooth_calibration_error(p, [0, 1], bandwidth=0.0), ValueError),
         (lambda: smooth_calibration_error(p, [0, 1], bandwidth=1.5), ValueError),
         (lambda: smooth_calibration_error(p, [0, 1], bandwidth="auto"), TypeError),
