@@ -271,7 +271,11 @@ def smooth_calibration_error(probabilities, labels, bandwidth=None, return_bandw
     relplot does), the reflected kernel is applied exactly in the cosine basis
     (K(t, s) = 1 + 2 sum_k exp(-(pi k sigma)^2/2) cos(pi k t) cos(pi k s)), the integral
     is the trapezoid rule on the grid, and sigma* is found by bisection on [0.001, 1]
-    (0.001 if smECE_0.001 < 0.001, as relplot). Agrees with `relplot.smECE` to 1e-3.
+    (0.001 if smECE_0.001 < 0.001, as relplot). It matches a direct quadrature of the
+    definition (no grid for the c_i) to about 1e-7 and agrees with `relplot.smECE` to
+    1e-3 on typical inputs; where many confidences sit at the edge of [0, 1] (e.g. 10 % of
+    them above 0.999), relplot's coarser discretization (about 200 evaluation points)
+    moves its value by up to 3e-3 while ours still matches the quadrature.
 
     Args:
         probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
