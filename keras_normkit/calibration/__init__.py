@@ -18,8 +18,12 @@
   wrapper above, each fitted on one fold (`cross_fitting.py`).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
 * Measures on arrays: `expected_calibration_error`, `maximum_calibration_error`,
-  `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`.
-* Plots: `reliability_diagram`. Streaming metric: `keras_normkit.metrics.ExpectedCalibrationError`.
+  `classwise_expected_calibration_error`, `negative_log_likelihood`, `calibration_bins`;
+  `debiased_calibration_error`, `smooth_calibration_error`, `smooth_calibration_curve`,
+  `brier_score` (`measures.py`); `risk_coverage_curve`, `area_under_risk_coverage`
+  (`selective.py`); `calibration_report`, all of them with bootstrap intervals (`report.py`).
+* Plots: `reliability_diagram`. Streaming metrics: `keras_normkit.metrics.ExpectedCalibrationError`
+  (equal-width or equal-mass bins), `keras_normkit.metrics.BrierScore`.
 * Large validation sets: `collect_logits` (batch-wise, spilled to a memmap beyond a budget).
 """
 
@@ -64,8 +68,21 @@ from keras_normkit.calibration.isotonic import (
     IsotonicCalibrationMap,
     fit_isotonic_calibration,
 )
+from keras_normkit.calibration.measures import (
+    SmoothCalibrationCurve,
+    brier_score,
+    debiased_calibration_error,
+    smooth_calibration_curve,
+    smooth_calibration_error,
+)
 from keras_normkit.calibration.platt import PlattScaling, PlattScalingMap, fit_platt_scaling
 from keras_normkit.calibration.reliability import reliability_diagram
+from keras_normkit.calibration.report import CalibrationReport, calibration_report
+from keras_normkit.calibration.selective import (
+    RiskCoverageCurve,
+    area_under_risk_coverage,
+    risk_coverage_curve,
+)
 from keras_normkit.calibration.temperature import TemperatureScaling, fit_temperature
 from keras_normkit.calibration.wrappers import NotCalibratedError
 
@@ -73,6 +90,7 @@ __all__ = [
     "BayesianBinning",
     "BayesianBinningMap",
     "CalibrationBins",
+    "CalibrationReport",
     "CollectedLogits",
     "CrossFittedCalibration",
     "DirichletCalibration",
@@ -87,11 +105,17 @@ __all__ = [
     "NotCalibratedError",
     "PlattScaling",
     "PlattScalingMap",
+    "RiskCoverageCurve",
+    "SmoothCalibrationCurve",
     "TemperatureScaling",
     "VectorScaling",
+    "area_under_risk_coverage",
+    "brier_score",
     "calibration_bins",
+    "calibration_report",
     "classwise_expected_calibration_error",
     "collect_logits",
+    "debiased_calibration_error",
     "expected_calibration_error",
     "fit_bayesian_binning",
     "fit_dirichlet_calibration",
@@ -105,4 +129,7 @@ __all__ = [
     "maximum_calibration_error",
     "negative_log_likelihood",
     "reliability_diagram",
+    "risk_coverage_curve",
+    "smooth_calibration_curve",
+    "smooth_calibration_error",
 ]

@@ -1,4 +1,4 @@
-"""Calibration measures on arrays: binning, ECE, MCE, class-wise ECE and NLL.
+"""Calibration measures on arrays: binning, ECE (equal-width or equal-mass), MCE, class-wise ECE, NLL.
 
 All functions take NumPy arrays (or `keras.ops` tensors) and return NumPy values.
 Probabilities are `(n, k)` softmax outputs, or `(n,)`/`(n, 1)` probabilities of class 1
@@ -6,7 +6,8 @@ for a binary classifier; labels are integers `(n,)`/`(n, 1)` or one-hot `(n, k)`
 
 The bins are those of Guo et al. (2017): M equal-width intervals B_m = ((m-1)/M, m/M] of
 the confidence (a confidence of exactly m/M falls in bin m, not m+1; a probability of
-exactly 0, possible only in the class-wise measure, falls in the first bin).
+exactly 0, possible only in the class-wise measure, falls in the first bin). The
+equal-mass bins of Nixon et al. (2019) are defined in `equal_mass_bin_indices`.
 
 Reference: Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern Neural Networks",
 ICML 2017, arXiv:1706.04599.
@@ -16,7 +17,11 @@ import collections
 
 import numpy as np
 
+from keras_normkit._validation import check_string_choice
 from keras_normkit.calibration import _validation
+
+#: The binnings `expected_calibration_error` accepts.
+BINNINGS = ("equal_width", "equal_mass")
 
 __all__ = [
     "CalibrationBins",
@@ -44,6 +49,97 @@ def bin_indices(values, num_bins):
     """Index m - 1 of the bin ((m-1)/M, m/M] holding each value (0 also goes to bin 0)."""
     edges = np.arange(1, num_bins, dtype=np.float64) / num_bins
     return np.searchsorted(edges, values, side="left")
+
+
+def equal_mass_bin_indices(values, num_bins, weights=None):
+    """Index of the equal-mass bin of each value: floor(M * r / n), r its rank from below.
+
+    The n values are sorted in increasing order and the value of rank r = 0, ..., n - 1
+    goes to bin floor(M r / n): bin m holds the ranks in [m n / M, (m + 1) n / M), so the
+    bin sizes differ by at most one, the larger bins spread evenly (n = 10, M = 4 gives
+    sizes 3, 2, 3, 2). Tied values are never split: a group of equal values takes the rank
+    of its first member (the number of values strictly below it), so with ties some bins
+    are larger and some may be empty. The result depends on the multiset of values only,
+    not on their order.
+
+    With `weights` `(B, n)` (bootstrap multiplicities, or any non-negative weights) each
+    row is binned on its own: r is the total weight of the values strictly below, n the
+    row's total weight; the result is `(B, n)`.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    inverse = np.empty(len(values), dtype=np.int64)
+    inverse[order] = np.arange(len(values))
+    first = tie_group_starts(values[order])
+    if weights is not None:
+        weights = np.asarray(weights)[:, order]
+    return sorted_equal_mass_bins(first, num_bins, weights)[..., inverse]
+
+
+def tie_group_starts(ordered):
+    """For sorted values, the index of the first value equal to each value."""
+    new_group = np.empty(len(ordered), dtype=bool)
+    new_group[:1] = True
+    new_group[1:] = ordered[1:] != ordered[:-1]
+    return np.flatnonzero(new_group)[np.cumsum(new_group) - 1]
+
+
+def sorted_equal_mass_bins(first, num_bins, weights=None):
+    """`equal_mass_bin_indices` of sorted values given their `tie_group_starts`."""
+    if weights is None:
+        return (first * num_bins) // len(first)
+    below = np.cumsum(weights, axis=1) - weights
+    total = weights.sum(axis=1, keepdims=True)
+    tied = (first != np.arange(len(first))).any()
+    rank = below[:, first] if tied else below
+    if np.issubdtype(weights.dtype, np.integer):
+        index = (rank * num_bins) // np.maximum(total, 1)
+    else:
+        index = np.floor(rank * num_bins / np.where(total > 0, total, 1.0)).astype(np.int64)
+    return np.minimum(index, num_bins - 1)
+
+
+def binned_sums(index, values, num_bins, weights=None):
+    """Per-bin sums of `values` `(n,)`: `(num_bins,)`, or `(B, num_bins)` with `weights` `(B, n)`.
+
+    `index` is `(n,)` or, with `weights`, `(n,)` or `(B, n)` (one binning per row).
+    """
+    if weights is None:
+        return np.bincount(index, weights=values, minlength=num_bins)
+    weights = np.asarray(weights)
+    if np.ndim(index) == 1 and num_bins <= 64:  # one binning for all rows: a matrix product
+        spread = np.zeros((len(index), num_bins))
+        spread[np.arange(len(index)), index] = values
+        return weights @ spread
+    rows = weights.shape[0]
+    index = np.broadcast_to(index, weights.shape)
+    flat = (index + num_bins * np.arange(rows)[:, None]).ravel()
+    summed = np.bincount(flat, weights=(weights * values).ravel(), minlength=rows * num_bins)
+    return summed.reshape(rows, num_bins)
+
+
+def top_label(probabilities, labels):
+    """Confidence max_k p_k and correctness (argmax == label, as 0./1.) of validated inputs."""
+    confidence = probabilities.max(axis=1)
+    correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
+    return confidence, correct
+
+
+def ece_from_top_label(confidence, correct, num_bins, binning, weights=None, index=None):
+    """ECE of confidences and 0/1 correctness; `(B,)` with bootstrap `weights` `(B, n)`.
+
+    ECE = sum_m (|B_m| / n) |acc(B_m) - conf(B_m)| = (1/n) sum_m |sum_{i in B_m} (c_i - p_i)|.
+    `index`: the bins, if already known.
+    """
+    if index is not None:
+        pass
+    elif binning == "equal_width":
+        index = bin_indices(confidence, num_bins)
+    else:
+        index = equal_mass_bin_indices(confidence, num_bins, weights)
+    gaps = binned_sums(index, correct - confidence, num_bins, weights)
+    total = len(confidence) if weights is None else np.asarray(weights).sum(axis=1)
+    return np.abs(gaps).sum(axis=-1) / total
 
 
 def _binned(values, hits, num_bins):
@@ -98,18 +194,31 @@ def calibration_bins(probabilities, labels, num_bins=15):
     return CalibrationBins(edges, counts, mean_confidence, accuracy)
 
 
-def expected_calibration_error(probabilities, labels, num_bins=15):
+def expected_calibration_error(probabilities, labels, num_bins=15, binning="equal_width"):
     """Expected calibration error: ECE = sum_m (|B_m| / n) * |acc(B_m) - conf(B_m)|.
 
-    The weighted mean gap between accuracy and confidence over M equal-width confidence
-    bins B_m = ((m-1)/M, m/M] (see `calibration_bins`). 0 for a perfectly calibrated
-    classifier; the value depends on M, so compare ECEs computed with the same bins.
+    The weighted mean gap between accuracy acc(B_m) and mean confidence conf(B_m) over M
+    bins of the confidence max_k p_k. 0 for a perfectly calibrated classifier in the limit;
+    on a finite sample it is biased upwards (each bin's gap is an absolute value of noise)
+    and it depends on M, so compare ECEs computed with the same bins and n (see
+    `debiased_calibration_error` and `smooth_calibration_error` for estimators without
+    these faults, and `calibration_report` for error bars).
+
+    * `binning="equal_width"` (Guo et al. 2017): B_m = ((m-1)/M, m/M] (see
+      `calibration_bins`).
+    * `binning="equal_mass"` (adaptive ECE, Nixon et al. 2019): each bin holds n/M of the
+      examples sorted by confidence; bin m holds ranks [m n/M, (m+1) n/M), tied confidences
+      stay in one bin (see `equal_mass_bin_indices` in this module). Bins then follow the
+      data, so regions where a modern network puts most of its confidences (near 1) are
+      resolved finely.
 
     Args:
         probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
-            class 1 for a binary classifier. Logits are rejected with a `ValueError`.
+            class 1 for a binary classifier (read as two columns, so the confidence is
+            max(p, 1 - p)). Logits are rejected with a `ValueError`.
         labels: Integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
         num_bins: Number of bins M (15 in Guo et al.).
+        binning: `"equal_width"` (the default, Guo et al.) or `"equal_mass"` (Nixon et al.).
 
     Returns:
         The ECE as a Python float in [0, 1].
@@ -121,13 +230,23 @@ def expected_calibration_error(probabilities, labels, num_bins=15):
     >>> p = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.3, 0.7]])
     >>> round(expected_calibration_error(p, [0, 1, 0, 1], num_bins=5), 4)
     0.375
+    >>> round(expected_calibration_error(p, [0, 1, 0, 1], num_bins=2, binning="equal_mass"), 4)
+    0.375
 
-    Reference: Guo et al., ICML 2017, arXiv:1706.04599, eq. (3).
+    References: Guo et al., ICML 2017, arXiv:1706.04599, eq. (3); Nixon, Dusenberry,
+    Zhang, Jerfel, Tran, "Measuring Calibration in Deep Learning", CVPR Workshops 2019,
+    arXiv:1904.01685 (adaptive calibration error).
     """
-    bins = calibration_bins(probabilities, labels, num_bins)
-    full = bins.counts > 0
-    weights = bins.counts[full] / bins.counts.sum()
-    return float(np.sum(weights * np.abs(bins.accuracy[full] - bins.confidence[full])))
+    binning = check_string_choice("binning", binning, BINNINGS)
+    if binning == "equal_width":
+        bins = calibration_bins(probabilities, labels, num_bins)
+        full = bins.counts > 0
+        weights = bins.counts[full] / bins.counts.sum()
+        return float(np.sum(weights * np.abs(bins.accuracy[full] - bins.confidence[full])))
+    num_bins = _validation.check_num_bins(num_bins)
+    probabilities, labels = _checked(probabilities, labels)
+    confidence, correct = top_label(probabilities, labels)
+    return float(ece_from_top_label(confidence, correct, num_bins, binning))
 
 
 def maximum_calibration_error(probabilities, labels, num_bins=15):

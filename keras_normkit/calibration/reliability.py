@@ -2,12 +2,48 @@
 
 import numpy as np
 
-from keras_normkit.calibration import functional
+from keras_normkit._validation import check_bool
+from keras_normkit.calibration import functional, measures
 
 __all__ = ["reliability_diagram"]
 
+#: The smoothed curve is drawn where the smoothed density of the confidences is at least
+#: this (1 is the density of confidences spread uniformly over [0, 1]).
+MIN_DENSITY = 0.01
 
-def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None):
+
+def _draw_smooth(ax, probabilities, labels, bootstrap, seed):
+    """The smoothed reliability curve and its bootstrap band; returns the smooth ECE."""
+    value, sigma = measures.smooth_calibration_error(probabilities, labels, return_bandwidth=True)
+    curve = measures.smooth_calibration_curve(
+        probabilities, labels, bandwidth=sigma, bootstrap=bootstrap, seed=seed
+    )
+    shown = curve.density >= MIN_DENSITY
+    x = np.where(shown, curve.confidence, np.nan)
+    if curve.low is not None:
+        ax.fill_between(
+            x,
+            curve.low,
+            curve.high,
+            color="tab:orange",
+            alpha=0.3,
+            linewidth=0,
+            label="95 % bootstrap band",
+        )
+    ax.plot(
+        x,
+        curve.accuracy,
+        color="tab:orange",
+        linewidth=2,
+        label=f"smoothed (\N{GREEK SMALL LETTER SIGMA} = {sigma:.3f})",
+    )
+    ax.smooth_curve = curve
+    return value
+
+
+def reliability_diagram(
+    probabilities, labels, num_bins=15, ax=None, title=None, smooth=False, bootstrap=200, seed=0
+):
     """Draw a reliability diagram: accuracy vs confidence in M bins, with ECE in the title.
 
     For each confidence bin B_m = ((m-1)/M, m/M] (see `calibration_bins`) a blue bar
@@ -19,6 +55,13 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
     stay visible through them. The title reports ECE (see `expected_calibration_error`,
     same bins).
 
+    With `smooth=True` the kernel-smoothed reliability curve of Błasiok and Nakkiran
+    (2023) is drawn on top (orange, where the smoothed density of the confidences is at
+    least 0.01; see `smooth_calibration_curve`, bandwidth sigma* of
+    `smooth_calibration_error`), with its pointwise 95 % percentile-bootstrap band at the
+    same bandwidth (`bootstrap` resamples, seeded), and the title adds the smooth ECE. The
+    curve is stored as `ax.smooth_curve` (a `SmoothCalibrationCurve`).
+
     Args:
         probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
             class 1 for a binary classifier.
@@ -26,6 +69,9 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
         num_bins: Number of bins M (15 in Guo et al.).
         ax: A matplotlib `Axes` to draw on (default: a new 4 x 4 inch figure).
         title: Optional text put before the ECE in the title.
+        smooth: Also draw the smoothed reliability curve and its bootstrap band.
+        bootstrap: Resamples of the band (`smooth=True` only; 0: no band).
+        seed: Seed of the resampling.
 
     Returns:
         The matplotlib `Axes` of the diagram.
@@ -39,10 +85,17 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
     >>> ax.get_title()
     'argmax labels: ECE = ...'
 
-    Reference: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
-    arXiv:1706.04599, Figure 1 and Section 2.
+    >>> ax = reliability_diagram(p, p.argmax(1), smooth=True, bootstrap=20)
+    >>> ax.get_title()
+    'ECE = ... %, smooth ECE = ... %'
+
+    References: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017,
+    arXiv:1706.04599, Figure 1 and Section 2; Błasiok & Nakkiran, "Smooth ECE", ICLR 2024,
+    arXiv:2309.12236 (the smoothed curve).
     """
     import matplotlib.pyplot as plt
+
+    smooth = check_bool("smooth", smooth)
 
     bins = functional.calibration_bins(probabilities, labels, num_bins)
     ece = functional.expected_calibration_error(probabilities, labels, num_bins)
@@ -69,6 +122,7 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
         label="gap to confidence",
     )
     ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect calibration")
+    smooth_ece = _draw_smooth(ax, probabilities, labels, bootstrap, seed) if smooth else None
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("confidence")
@@ -99,5 +153,6 @@ def reliability_diagram(probabilities, labels, num_bins=15, ax=None, title=None)
         handles + more_handles, labels + more_labels, loc="upper left", fontsize="small"
     )
     prefix = f"{title}: " if title else ""
-    ax.set_title(f"{prefix}ECE = {100 * ece:.2f} %")
+    suffix = "" if smooth_ece is None else f", smooth ECE = {100 * smooth_ece:.2f} %"
+    ax.set_title(f"{prefix}ECE = {100 * ece:.2f} %{suffix}")
     return ax

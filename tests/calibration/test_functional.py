@@ -261,3 +261,80 @@ def test_binary_nll_and_bad_input():
     _bad_input_raises()
     _bad_num_bins()
     _nll_from_logits_rejects_nan()
+
+
+# ---------------------------------------------------------------------------------------
+# Equal-mass (adaptive) ECE, Nixon et al. 2019.
+# ---------------------------------------------------------------------------------------
+
+
+def reference_equal_mass_ece(probabilities, labels, num_bins):
+    """Loop: sort, give rank r to bin floor(M r / n) (a tie group takes its first rank)."""
+    probabilities = np.asarray(probabilities, float)
+    confidence = probabilities.max(axis=1)
+    correct = probabilities.argmax(axis=1) == np.asarray(labels)
+    n = len(confidence)
+    members = [[] for _ in range(num_bins)]
+    for i in range(n):
+        rank = int(np.sum(confidence < confidence[i]))  # values strictly below
+        members[rank * num_bins // n].append(i)
+    total = 0.0
+    for rows in members:
+        if rows:
+            gap = abs(correct[rows].mean() - confidence[rows].mean())
+            total += len(rows) / n * gap
+    return total
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    num_bins=st.integers(1, 30),
+    k=st.integers(2, 6),
+    n=st.integers(1, 150),
+    ties=st.booleans(),
+)
+def test_equal_mass_ece_matches_loop_reference(seed, num_bins, k, n, ties):
+    p, y = random_problem(seed, n=n, k=k)
+    if ties:
+        p = np.round(p * 5) / 5
+        p[:, 0] += 1 - p.sum(1)
+        p = np.abs(p) / np.abs(p).sum(1, keepdims=True)
+    got = expected_calibration_error(p, y, num_bins, binning="equal_mass")
+    assert got == pytest.approx(reference_equal_mass_ece(p, y, num_bins), abs=1e-12)
+    assert 0.0 <= got <= 1.0
+    order = np.random.default_rng(seed).permutation(n)
+    assert expected_calibration_error(p[order], y[order], num_bins, "equal_mass") == (
+        pytest.approx(got, abs=1e-12)
+    )
+
+
+def test_equal_mass_bins_by_hand_and_defaults_unchanged():
+    # n = 10, M = 4: ranks 0-2 | 3-4 | 5-7 | 8-9 (floor(4 r / 10)): sizes 3, 2, 3, 2.
+    from keras_normkit.calibration.functional import equal_mass_bin_indices
+
+    values = np.linspace(0.1, 1.0, 10)[::-1]
+    np.testing.assert_array_equal(equal_mass_bin_indices(values, 4), [3, 3, 2, 2, 2, 1, 1, 0, 0, 0])
+    # A tie group straddling a boundary goes whole to the bin of its first rank.
+    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.2, 0.5, 0.9], 2), [0, 0, 0, 1])
+    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.1, 0.2, 0.5], 2), [1, 0, 0, 1])
+    # The hand example: confidences 0.6, 0.7 (both correct) and the tied 0.9, 0.9 (one
+    # correct) with M = 2: (|2 - 1.3| + |1 - 1.8|) / 4 = 0.375; with M = 1: |3 - 3.1| / 4.
+    assert expected_calibration_error(HAND_P, HAND_Y, 2, "equal_mass") == pytest.approx(0.375)
+    assert expected_calibration_error(HAND_P, HAND_Y, 1, "equal_mass") == pytest.approx(0.025)
+    # Bootstrap weights: integer multiplicities bin like repeated values.
+    rng = np.random.default_rng(0)
+    values = rng.random(50)
+    weights = rng.integers(0, 3, size=(4, 50))
+    got = equal_mass_bin_indices(values, 7, weights)
+    for row in range(4):
+        repeated = np.repeat(values, weights[row])
+        expected = dict(zip(repeated, equal_mass_bin_indices(repeated, 7), strict=True))
+        kept = weights[row] > 0
+        np.testing.assert_array_equal(got[row][kept], [expected[v] for v in values[kept]])
+    # The default is still Guo et al.'s equal-width binning.
+    p, y = random_problem(1)
+    assert expected_calibration_error(p, y) == pytest.approx(reference_ece(p, y, 15), abs=1e-12)
+    with pytest.raises(ValueError, match="binning"):
+        expected_calibration_error(p, y, binning="quantile")
+    with pytest.raises(TypeError, match="binning"):
+        expected_calibration_error(p, y, binning=None)

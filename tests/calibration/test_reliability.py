@@ -74,3 +74,43 @@ def test_histogram_is_visible_in_the_rendered_image(diagram):
     assert np.abs(under - above).sum() > 60, (under, above)  # the grey bar shows through
     # ... and the blue accuracy bar still shows through the grey one (not fully covered).
     assert under[2] > under[0] + 20, under
+
+
+def test_smooth_curve_and_band_are_drawn_and_match_the_functions():
+    from matplotlib.collections import PolyCollection
+
+    from keras_normkit.calibration import smooth_calibration_curve, smooth_calibration_error
+
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.ones(3) * 0.5, size=800)
+    labels = (probabilities.cumsum(1) > rng.random((800, 1))).argmax(1)
+    figure, axes = plt.subplots(figsize=(4, 4), dpi=60)
+    try:
+        plain = reliability_diagram(probabilities, labels, num_bins=10, ax=axes)
+        assert not hasattr(plain, "smooth_curve")
+        assert "smooth" not in plain.get_title()
+    finally:
+        plt.close(figure)
+    figure, axes = plt.subplots(figsize=(4, 4), dpi=60)
+    try:
+        ax = reliability_diagram(
+            probabilities, labels, num_bins=10, ax=axes, smooth=True, bootstrap=30, seed=1
+        )
+        value, sigma = smooth_calibration_error(probabilities, labels, return_bandwidth=True)
+        assert f"smooth ECE = {100 * value:.2f} %" in ax.get_title()
+        expected = smooth_calibration_curve(
+            probabilities, labels, bandwidth=sigma, bootstrap=30, seed=1
+        )
+        (line,) = [line for line in ax.lines if line.get_label().startswith("smoothed")]
+        shown = np.isfinite(line.get_xdata())
+        np.testing.assert_allclose(line.get_ydata()[shown], expected.accuracy[shown])
+        np.testing.assert_array_equal(shown, expected.density >= 0.01)
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == 1 and bands[0].get_label() == "95 % bootstrap band"
+        np.testing.assert_array_equal(ax.smooth_curve.low, expected.low)
+        legend = [t.get_text() for t in ax.histogram_axes.get_legend().get_texts()]
+        assert "95 % bootstrap band" in legend
+        with pytest.raises(TypeError, match="smooth"):
+            reliability_diagram(probabilities, labels, ax=axes, smooth="yes")
+    finally:
+        plt.close(figure)
