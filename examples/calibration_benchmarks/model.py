@@ -1,0 +1,81 @@
+"""The networks of the benchmark: a deep averaging network (DAN) for 20 News and Reuters, a
+bidirectional layer-normalized LSTM for SST (not the paper's Tree-LSTM, see README.md).
+
+Both take `(batch, length)` int32 token ids (0 pads, 1 is out-of-vocabulary) and return
+logits (no softmax), as the calibrators want. Embeddings are trained from scratch (no
+pre-trained GloVe vectors offline).
+"""
+
+import keras
+
+from keras_normkit.layers import LayerNormLSTM
+
+
+class WordDropout(keras.layers.Layer):
+    """Drops each token (sets its id to the padding id 0) with probability `rate` during
+    training, as the DAN's word dropout (Iyyer et al. 2015, Section 3.2)."""
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, ids, training=False):
+        if not training or self.rate == 0:
+            return ids
+        keep = keras.random.uniform(keras.ops.shape(ids), seed=self.seed_generator) >= self.rate
+        return keras.ops.where(keep, ids, keras.ops.zeros_like(ids))
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
+class MaskedMean(keras.layers.Layer):
+    """The mean of the embeddings of the non-padding tokens (ids != 0) of each row; a row
+    with none gives zeros."""
+
+    def call(self, inputs):
+        vectors, ids = inputs
+        mask = keras.ops.cast(keras.ops.not_equal(ids, 0), vectors.dtype)[..., None]
+        total = keras.ops.sum(vectors * mask, axis=1)
+        return total / keras.ops.maximum(keras.ops.sum(mask, axis=1), 1.0)
+
+
+def dan(
+    vocab_size,
+    num_classes,
+    max_length,
+    embedding_dim=100,
+    hidden=300,
+    depth=3,
+    word_dropout=0.3,
+    l2=1e-4,
+    seed=0,
+):
+    """DAN (Iyyer et al. 2015): word dropout, the mean embedding, `depth` x [Dense, batch
+    norm, ReLU], a linear softmax layer (logits out); L2 `l2` on every kernel (Keras's
+    l * sum w^2)."""
+    ids = keras.Input((max_length,), dtype="int32", name="ids")
+    kept = WordDropout(word_dropout, seed=seed)(ids)
+    regularizer = keras.regularizers.L2(l2) if l2 else None
+    vectors = keras.layers.Embedding(vocab_size, embedding_dim)(kept)
+    x = MaskedMean()([vectors, kept])
+    for _ in range(depth):
+        x = keras.layers.Dense(hidden, kernel_regularizer=regularizer, use_bias=False)(x)
+        x = keras.layers.BatchNormalization()(x)
+        x = keras.layers.Activation("relu")(x)
+    logits = keras.layers.Dense(num_classes, kernel_regularizer=regularizer)(x)
+    return keras.Model(ids, logits, name="dan")
+
+
+def bilstm(vocab_size, num_classes, max_length, embedding_dim=100, units=64, dropout=0.5, seed=0):
+    """Bidirectional `LayerNormLSTM` over the embedded sentence (padding masked), the two
+    last states concatenated, dropout, a linear softmax layer (logits out)."""
+    ids = keras.Input((max_length,), dtype="int32", name="ids")
+    vectors = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True)(ids)
+    vectors = keras.layers.Dropout(dropout, seed=seed)(vectors)
+    x = keras.layers.Bidirectional(LayerNormLSTM(units))(vectors)
+    x = keras.layers.Dropout(dropout, seed=seed + 1)(x)
+    logits = keras.layers.Dense(num_classes)(x)
+    return keras.Model(ids, logits, name="bilstm")
