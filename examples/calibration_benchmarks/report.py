@@ -90,7 +90,7 @@ def table(rows):
         if not any(key[0] == dataset for key in groups):
             continue
         seeds = len(groups.get((dataset, "uncalibrated"), []))
-        cells = [f"**{name}**, ours ({seeds} seeds)"]
+        cells = [f"**{name}**, ours ({seeds} seed{'s' if seeds > 1 else ''})"]
         for method in methods:
             found = groups.get((dataset, method))
             cells.append(_mean_sd([r["ece"] for r in found]) if found else "—")
@@ -224,7 +224,7 @@ def figures(rows, cache, folder=FIGURES, dataset="20news", seed=0):
             run.softmax(arrays["test_logits"] / t),
             arrays["test_labels"],
             ax=axes[1],
-            title=f"T = {t:.2f}",
+            title=f"temperature scaling, T = {t:.2f}",
         )
         fig.tight_layout()
         fig.savefig(folder / "trust_reliability.png", dpi=80)
