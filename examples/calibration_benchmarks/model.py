@@ -7,6 +7,7 @@ pre-trained GloVe vectors offline).
 """
 
 import keras
+import numpy as np
 
 from keras_normkit.layers import LayerNormLSTM
 
@@ -71,11 +72,41 @@ def dan(
 
 def bilstm(vocab_size, num_classes, max_length, embedding_dim=100, units=64, dropout=0.5, seed=0):
     """Bidirectional `LayerNormLSTM` over the embedded sentence (padding masked), the two
-    last states concatenated, dropout, a linear softmax layer (logits out)."""
-    ids = keras.Input((max_length,), dtype="int32", name="ids")
+    last states concatenated, dropout, a linear softmax layer (logits out). Any sentence
+    length is accepted (`max_length` is the longest the caller pads to; trained on batches
+    of similar lengths, see `LengthBuckets`)."""
+    ids = keras.Input((None,), dtype="int32", name="ids")
     vectors = keras.layers.Embedding(vocab_size, embedding_dim, mask_zero=True)(ids)
     vectors = keras.layers.Dropout(dropout, seed=seed)(vectors)
     x = keras.layers.Bidirectional(LayerNormLSTM(units))(vectors)
     x = keras.layers.Dropout(dropout, seed=seed + 1)(x)
     logits = keras.layers.Dense(num_classes)(x)
     return keras.Model(ids, logits, name="bilstm")
+
+
+class LengthBuckets(keras.utils.PyDataset):
+    """Batches of sentences of similar length, each cut to its longest sentence (rounded up
+    to a multiple of `multiple`): the recurrent loop then runs ~20 steps for most batches
+    instead of the longest sentence's 56. Each epoch the sentences are sorted by length
+    with random tie-breaking, cut into batches and the batches shuffled (seeded)."""
+
+    def __init__(self, ids, labels, batch_size, seed=0, multiple=8):
+        super().__init__()
+        self.ids, self.labels, self.batch_size, self.multiple = ids, labels, batch_size, multiple
+        self.lengths = (ids != 0).sum(axis=1)
+        self.rng = np.random.default_rng(seed)
+        self.on_epoch_end()
+
+    def on_epoch_end(self):
+        order = np.lexsort((self.rng.random(len(self.lengths)), self.lengths))
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        self.batches = [batches[i] for i in self.rng.permutation(len(batches))]
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        rows = self.batches[index]
+        longest = max(1, int(self.lengths[rows].max()))
+        width = min(self.ids.shape[1], -(-longest // self.multiple) * self.multiple)
+        return self.ids[rows, :width], self.labels[rows]

@@ -66,28 +66,30 @@ CONFIGS = {
         model="dan",
         vocab=15000,
         max_length=300,
-        epochs=8,
-        batch_size=64,
-        learning_rate=2e-3,
-        select="last",
+        epochs=10,
+        batch_size=32,
+        learning_rate=1e-3,
+        select="best",
     ),
     "sst-binary": dict(
         model="bilstm",
         vocab=16000,
         max_length=56,
-        epochs=6,
+        epochs=3,
         batch_size=50,
         learning_rate=2e-3,
-        select="best",
+        select="last",
+        buckets=True,
     ),
     "sst-fine": dict(
         model="bilstm",
         vocab=16000,
         max_length=56,
-        epochs=6,
+        epochs=3,
         batch_size=50,
         learning_rate=2e-3,
-        select="best",
+        select="last",
+        buckets=True,
     ),
 }
 MODEL_NAMES = {
@@ -152,14 +154,20 @@ def train(splits, config, seed, verbose=0):
     )
     best = BestValidation(x["val"], splits.validation[1], config.get("select", "best"))
     start = time.time()
-    network.fit(
-        x["train"],
-        splits.train[1],
-        batch_size=config["batch_size"],
-        epochs=config["epochs"],
-        callbacks=[best],
-        verbose=verbose,
-    )
+    if config.get("buckets"):
+        batches = text_model.LengthBuckets(
+            x["train"], splits.train[1], config["batch_size"], seed=seed
+        )
+        network.fit(batches, epochs=config["epochs"], callbacks=[best], verbose=verbose)
+    else:
+        network.fit(
+            x["train"],
+            splits.train[1],
+            batch_size=config["batch_size"],
+            epochs=config["epochs"],
+            callbacks=[best],
+            verbose=verbose,
+        )
     record = {
         "seconds": round(time.time() - start, 1),
         "best_epoch": best.best_epoch,

@@ -215,3 +215,25 @@ def test_targets_read_the_rows(bench):
     assert not held["20news: its 95 % interval lies below the uncalibrated one's in every seed"]
     assert not held["reuters: every method <= 2 % (worst: matrix 2.50 %)"]
     assert held["20news: test error -0.06 points from the paper's"]
+
+
+def test_length_buckets_cover_every_sentence_once_cut_to_their_longest(bench):
+    import model as text_model
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 30, 103)
+    ids = np.zeros((103, 32), "int32")
+    for row, n in enumerate(lengths):
+        ids[row, :n] = rng.integers(2, 50, n)
+    labels = np.arange(103)
+    buckets = text_model.LengthBuckets(ids, labels, batch_size=10, seed=1)
+    for _ in range(2):
+        seen = []
+        for index in range(len(buckets)):
+            x, y = buckets[index]
+            assert x.shape[1] % 8 == 0 and x.shape[1] >= lengths[y].max()
+            assert x.shape[1] - lengths[y].max() < 8  # cut to the longest, rounded up
+            assert np.array_equal(x, ids[y, : x.shape[1]])
+            seen.extend(y.tolist())
+        assert sorted(seen) == list(range(103)) and len(buckets) == 11
+        buckets.on_epoch_end()
