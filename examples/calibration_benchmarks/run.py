@@ -329,11 +329,32 @@ def brier_score(probabilities, labels):
     return float(np.mean(np.sum((probabilities - onehot) ** 2, axis=1)))
 
 
+#: Measures that newer keras_normkit releases add: row key -> (candidate names in
+#: keras_normkit.calibration of a function `f(probabilities, labels) -> float` in [0, 1],
+#: reported in %). Absent ones are left out of the rows (step 2 adds them later from the cache).
+OPTIONAL_MEASURES = {
+    "ece_equal_mass": ("equal_mass_calibration_error", "adaptive_calibration_error"),
+    "ece_debiased": ("debiased_calibration_error",),
+    "smooth_ece": ("smooth_calibration_error", "smooth_ece"),
+}
+
+
+def _optional_measures(probabilities, labels):
+    out = {}
+    for key, names in OPTIONAL_MEASURES.items():
+        function = next((getattr(calibration, n) for n in names if hasattr(calibration, n)), None)
+        if function is not None:
+            out[key] = 100 * float(function(probabilities, labels))
+    return out
+
+
 def measures(probabilities, labels):
-    """The row's measures of test probabilities (ECE, error and MCE in %)."""
+    """The row's measures of test probabilities (ECE, error and MCE in %; the ECE's
+    bootstrap interval; those of `OPTIONAL_MEASURES` the installed keras_normkit has)."""
     low, high = bootstrap_ece(probabilities, labels)
     clipped = np.clip(probabilities, 1e-12, 1.0)
     return {
+        **_optional_measures(probabilities, labels),
         "ece": 100 * calibration.expected_calibration_error(probabilities, labels, NUM_BINS),
         "ece_low": 100 * low,
         "ece_high": 100 * high,

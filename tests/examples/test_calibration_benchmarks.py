@@ -237,3 +237,12 @@ def test_length_buckets_cover_every_sentence_once_cut_to_their_longest(bench):
             seen.extend(y.tolist())
         assert sorted(seen) == list(range(103)) and len(buckets) == 11
         buckets.on_epoch_end()
+
+
+def test_optional_measures_join_the_rows_when_the_library_has_them(bench, monkeypatch):
+    _, run, _ = bench
+    p = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]])
+    y = np.array([0, 1, 1])
+    monkeypatch.setattr(calibration, "smooth_ece", lambda q, labels: 0.125, raising=False)
+    monkeypatch.delattr(calibration, "smooth_calibration_error", raising=False)
+    assert run.measures(p, y)["smooth_ece"] == 12.5
