@@ -6,7 +6,8 @@
 
 `--write-guide` replaces the text between `<!-- TABLE1 -->` and `<!-- /TABLE1 -->` (the
 table, mean +- sd over seeds, beside the paper's) and between `<!-- TABLE1_MODEL -->` and
-`<!-- /TABLE1_MODEL -->` (one model's report with its bootstrap intervals) in
+`<!-- /TABLE1_MODEL -->` (one model's report with its bootstrap intervals) and the targets
+(`TABLE1_TARGETS`) in
 `docs/guides/trust_confidence.md`. `--figures` draws the reliability diagrams before and
 after temperature scaling (`keras_normkit.calibration.reliability_diagram`, from the cached
 logits of run.py) and the risk-coverage curves (from the JSON) into `docs/guides/img/`.
@@ -177,7 +178,12 @@ def targets(rows):
         found = groups.get((dataset, "uncalibrated"))
         if found:
             gap = np.mean([r["test_error"] for r in found]) - PAPER[dataset][1]
-            out.append((f"{dataset}: test error {gap:+.2f} points from the paper's", abs(gap) <= 5))
+            out.append(
+                (
+                    f"{dataset}: test error {gap:+.2f} points from the paper's (target: within 5)",
+                    abs(gap) <= 5,
+                )
+            )
     return out
 
 
@@ -189,8 +195,16 @@ def replace_between(text, marker, content):
     return pattern.sub(lambda m: m[1] + content + "\n" + m[2], text)
 
 
+def targets_list(rows):
+    """Markdown bullets: each of the issue's targets, met or not."""
+    return "\n".join(
+        f"- {'met' if held else '**not met**'}: {text}" for text, held in targets(rows)
+    )
+
+
 def guide_text(rows, text):
     text = replace_between(text, "TABLE1", table(rows))
+    text = replace_between(text, "TABLE1_TARGETS", targets_list(rows))
     return replace_between(text, "TABLE1_MODEL", model_report(rows))
 
 
