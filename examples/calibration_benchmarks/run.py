@@ -264,7 +264,7 @@ METHODS = {
     "uncalibrated": _uncalibrated,
     "histogram_binning": _histogram_binning,
     "isotonic": _isotonic,
-    "bbq": (("fit_bbq", "fit_bbq_calibration"), "probabilities"),
+    "bbq": (("fit_bayesian_binning", "fit_bbq"), "probabilities"),
     "temperature": _temperature,
     "vector": _vector,
     "matrix": _matrix,
@@ -331,12 +331,15 @@ def brier_score(probabilities, labels):
 
 #: Measures that newer keras_normkit releases add: row key -> (candidate names in
 #: keras_normkit.calibration of a function `f(probabilities, labels) -> float` in [0, 1],
-#: reported in %). Absent ones are left out of the rows (step 2 adds them later from the cache).
+#: reported in %), used when `calibration_report` is absent. Absent ones are left out of the
+#: rows (step 2 adds them later from the cache).
 OPTIONAL_MEASURES = {
-    "ece_equal_mass": ("equal_mass_calibration_error", "adaptive_calibration_error"),
-    "ece_debiased": ("debiased_calibration_error",),
+    "debiased_ce": ("debiased_calibration_error",),
     "smooth_ece": ("smooth_calibration_error", "smooth_ece"),
 }
+#: The measures of `calibration_report` (newer keras_normkit) kept in the rows, in %, each
+#: with its bootstrap interval (`<key>_low`, `<key>_high`).
+REPORT_MEASURES = ("ece", "ece_equal_mass", "debiased_ce", "smooth_ece")
 
 
 def _optional_measures(probabilities, labels):
@@ -348,16 +351,35 @@ def _optional_measures(probabilities, labels):
     return out
 
 
+def _bootstrapped(probabilities, labels):
+    """ECE and its percentile-bootstrap interval (in %), and the other measures with
+    intervals: from `keras_normkit.calibration.calibration_report` where the installed
+    keras_normkit has it, else from `bootstrap_ece` (ECE only) and `OPTIONAL_MEASURES`."""
+    report = getattr(calibration, "calibration_report", None)
+    if report is None:
+        low, high = bootstrap_ece(probabilities, labels)
+        ece = calibration.expected_calibration_error(probabilities, labels, NUM_BINS)
+        found = {"ece": 100 * ece, "ece_low": 100 * low, "ece_high": 100 * high}
+        return {**_optional_measures(probabilities, labels), **found}
+    estimates = report(probabilities, labels, bootstrap=BOOTSTRAP, seed=0, num_bins=NUM_BINS)
+    out = {}
+    for key in REPORT_MEASURES:
+        try:
+            estimate = estimates[key]
+        except KeyError:
+            continue
+        out[key] = 100 * float(estimate.value)
+        out[f"{key}_low"] = 100 * float(estimate.low)
+        out[f"{key}_high"] = 100 * float(estimate.high)
+    return out
+
+
 def measures(probabilities, labels):
     """The row's measures of test probabilities (ECE, error and MCE in %; the ECE's
-    bootstrap interval; those of `OPTIONAL_MEASURES` the installed keras_normkit has)."""
-    low, high = bootstrap_ece(probabilities, labels)
+    bootstrap interval; the newer measures the installed keras_normkit has)."""
     clipped = np.clip(probabilities, 1e-12, 1.0)
     return {
-        **_optional_measures(probabilities, labels),
-        "ece": 100 * calibration.expected_calibration_error(probabilities, labels, NUM_BINS),
-        "ece_low": 100 * low,
-        "ece_high": 100 * high,
+        **_bootstrapped(probabilities, labels),
         "test_error": 100 * float(np.mean(probabilities.argmax(1) != labels)),
         "mce": 100 * calibration.maximum_calibration_error(probabilities, labels, NUM_BINS),
         "nll": calibration.negative_log_likelihood(clipped, labels),

@@ -3,6 +3,7 @@ cache, calibrate on validation only, JSON, table) on tiny synthetic text, the bo
 interval against a plain loop over the library's ECE, the method registry, and the guide's
 tables against what report.py generates from the committed JSON."""
 
+import collections
 import json
 import pathlib
 import sys
@@ -243,6 +244,25 @@ def test_optional_measures_join_the_rows_when_the_library_has_them(bench, monkey
     _, run, _ = bench
     p = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]])
     y = np.array([0, 1, 1])
+    monkeypatch.delattr(calibration, "calibration_report", raising=False)
     monkeypatch.setattr(calibration, "smooth_ece", lambda q, labels: 0.125, raising=False)
     monkeypatch.delattr(calibration, "smooth_calibration_error", raising=False)
     assert run.measures(p, y)["smooth_ece"] == 12.5
+
+
+def test_calibration_report_gives_the_intervals_when_the_library_has_it(bench, monkeypatch):
+    _, run, _ = bench
+    estimate = collections.namedtuple("Estimate", "value low high")
+    calls = []
+
+    def report(probabilities, labels, bootstrap, seed, num_bins):
+        calls.append((bootstrap, seed, num_bins))
+        return {"ece": estimate(0.05, 0.04, 0.07), "smooth_ece": estimate(0.03, 0.02, 0.05)}
+
+    monkeypatch.setattr(calibration, "calibration_report", report, raising=False)
+    p = np.array([[0.7, 0.3], [0.2, 0.8], [0.6, 0.4]])
+    row = run.measures(p, np.array([0, 1, 1]))
+    assert calls == [(run.BOOTSTRAP, 0, 15)]
+    assert (row["ece"], row["ece_low"], row["ece_high"]) == pytest.approx((5.0, 4.0, 7.0))
+    assert (row["smooth_ece"], row["smooth_ece_high"]) == pytest.approx((3.0, 5.0))
+    assert "ece_equal_mass" not in row and row["test_error"] == pytest.approx(100 / 3)
