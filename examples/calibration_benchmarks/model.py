@@ -101,12 +101,21 @@ class LengthBuckets(keras.utils.PyDataset):
         order = np.lexsort((self.rng.random(len(self.lengths)), self.lengths))
         batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         self.batches = [batches[i] for i in self.rng.permutation(len(batches))]
+        # Keras infers the input signature from the first two batches (TensorFlow): if
+        # they had the same width, that width would be fixed and a batch of another one
+        # would fail. A batch of another width is swapped into second place.
+        widths = [self._width(rows) for rows in self.batches]
+        other = next((i for i, w in enumerate(widths) if w != widths[0]), None)
+        if other is not None and other > 1:
+            self.batches[1], self.batches[other] = self.batches[other], self.batches[1]
+
+    def _width(self, rows):
+        longest = max(1, int(self.lengths[rows].max()))
+        return min(self.ids.shape[1], -(-longest // self.multiple) * self.multiple)
 
     def __len__(self):
         return len(self.batches)
 
     def __getitem__(self, index):
         rows = self.batches[index]
-        longest = max(1, int(self.lengths[rows].max()))
-        width = min(self.ids.shape[1], -(-longest // self.multiple) * self.multiple)
-        return self.ids[rows, :width], self.labels[rows]
+        return self.ids[rows, : self._width(rows)], self.labels[rows]

@@ -266,3 +266,22 @@ def test_calibration_report_gives_the_intervals_when_the_library_has_it(bench, m
     assert (row["ece"], row["ece_low"], row["ece_high"]) == pytest.approx((5.0, 4.0, 7.0))
     assert (row["smooth_ece"], row["smooth_ece_high"]) == pytest.approx((3.0, 5.0))
     assert "ece_equal_mass" not in row and row["test_error"] == pytest.approx(100 / 3)
+
+
+def test_length_buckets_train_a_model_whatever_the_first_batches_width(bench):
+    """Keras (TensorFlow) fixes the input signature from the first two batches: they must
+    differ in width, else a batch of another width fails (it did, in one seed of 3)."""
+    _, run, _ = bench
+    import keras
+    import model as text_model
+
+    ids = np.zeros((64, 24), "int32")
+    ids[:56, :5] = 7  # 7 batches of width 8 ...
+    ids[56:, :20] = 9  # ... and one of width 24
+    labels = (ids[:, 10] > 0).astype("int32")
+    for seed in range(4):
+        buckets = text_model.LengthBuckets(ids, labels, batch_size=8, seed=seed)
+        assert buckets[0][0].shape[1] != buckets[1][0].shape[1]
+    network = run.build(dict(model="bilstm", max_length=24), vocab_size=10, num_classes=2, seed=0)
+    network.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    network.fit(buckets, epochs=1, verbose=0)
