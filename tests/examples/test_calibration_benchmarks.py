@@ -51,7 +51,7 @@ def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path):
     data, run, report = bench
     splits = synthetic_splits(data)
     config = dict(
-        model="dan", vocab=100, max_length=16, epochs=3, batch_size=32, learning_rate=3e-3
+        model="dan", vocab=100, max_length=16, epochs=2, batch_size=32, learning_rate=3e-3
     )
     path = tmp_path / "table.json"
     notes = []
@@ -93,7 +93,7 @@ def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path):
     )
     row = next(r for r in saved if r["method"] == "temperature" and r["seed"] == 0)
     assert row["ece"] == pytest.approx(100 * expected, abs=1e-4)
-    assert record["best_epoch"] in (1, 2, 3)
+    assert record["best_epoch"] in (1, 2)
     # calibrating again from the cache (no training) replaces the rows, does not add any
     again = run.run(
         "reuters",
