@@ -48,7 +48,7 @@ METHODS = {
     "matrix": "Matrix",
     "dirichlet_odir": "Dirichlet ODIR",
     "ensemble_temperature": "Ensemble TS",
-    "temperature_cross_fitted": "TS cross-fitted",
+    "isotonic_cross_fitted": "isotonic, cross-fitted (5)",
 }
 #: Guo et al. 2017, Table 1 (ECE %, 15 bins) and supplement Table S2 (test error %).
 PAPER = {

@@ -235,6 +235,20 @@ def _matrix(val_logits, val_labels, test_logits):
     return softmax(test_logits @ a + b)
 
 
+def _isotonic_cross_fitted(val_logits, val_labels, test_logits, cv=5):
+    """The mean of `cv` isotonic calibrators, each fitted on one fold of the validation
+    split (`CrossFittedCalibration`, a Keras model, here around the identity: the cached
+    logits are the classifier's outputs). The folds are contiguous, so the validation
+    examples are shuffled first (a fixed permutation)."""
+    import keras
+
+    order = np.random.default_rng(0).permutation(len(val_labels))
+    identity = keras.Sequential([keras.Input((val_logits.shape[1],)), keras.layers.Identity()])
+    wrapper = calibration.CrossFittedCalibration(calibration.IsotonicCalibration(identity), cv=cv)
+    wrapper.calibrate(val_logits[order], val_labels[order], verbose=0)
+    return np.asarray(wrapper.predict(test_logits, batch_size=4096, verbose=0), np.float64)
+
+
 def _library_method(names, takes):
     """A method of the installed keras_normkit.calibration found by one of `names` (a
     function `fit(inputs, labels)` returning a map with `predict(inputs)`), or None.
@@ -274,10 +288,7 @@ METHODS = {
         ("fit_ensemble_temperature_scaling", "fit_ensemble_temperature"),
         "logits",
     ),
-    "temperature_cross_fitted": (
-        ("fit_cross_fitted_temperature", "fit_temperature_cross_fitted"),
-        "logits",
-    ),
+    "isotonic_cross_fitted": _isotonic_cross_fitted,
 }
 PAPER_METHODS = (
     "uncalibrated",
