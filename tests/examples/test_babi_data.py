@@ -295,3 +295,20 @@ def test_shared_10k_set_names_its_missing_file(babi, release):
         pytest.skip(f"this copy of the release has {name}")
     assert len(release.examples(3, "10k", "test")) == 1000
     assert len(release.examples(1, "10k", "train")) == 10_000
+
+
+def test_papers_protocol_keeps_final_weights_and_its_rerun_reproduces(babi, release):
+    """`protocol="paper"`: the final epoch's weights, the run of lowest validation loss, the
+    paper's learning rate and weight decay; the selected run, trained alone from its seed,
+    gives the same test error."""
+    _, train = babi
+    kwargs = dict(epochs=2, verbose=0, protocol="paper")
+    result = train.train_real(20, "1k", release, restarts=2, restart_below=1.01, **kwargs)
+    assert [r["best_epoch"] for r in result["runs"]] == [2, 2]  # final weights
+    assert result["runs"][result["selected_run"]] is min(
+        result["runs"], key=lambda r: r["val_loss"]
+    )
+    config = result["config"]
+    assert (config["learning_rate"], config["weight_decay"], config["init"]) == (0.1, 5e-4, "paper")
+    again = train.train_real(20, "1k", release, restarts=1, seed=result["seed"], **kwargs)
+    assert abs(again["test_error"] - result["test_error"]) < 0.005
