@@ -483,17 +483,20 @@ PAPER = {
 def report(saved, set_name, models=("qrn", "lstm")):
     """The table of a results JSON as Markdown: per task, ours beside the paper's numbers.
 
-    Returns the Markdown; the last rows give the average, the failed tasks (> 5 %) and the
-    wall time over the tasks that were run, and name the tasks not run yet.
+    `models`: one column each, a model and the `--tag` its results were saved with
+    (`"qrn"`, `"lstm"`, `"qrn_paper"` for `--model qrn --tag _paper`). Returns the Markdown;
+    the last rows give the average, the failed tasks (> 5 %) and the wall time over the
+    tasks that were run, and name the tasks not run yet.
     """
     paper = PAPER[set_name]
     found = {kind: {} for kind in models}
-    for result in saved.values():
-        if result.get("set") == set_name and result.get("model") in found:
-            found[result["model"]][result["task"]] = result
+    for key, result in saved.items():
+        for kind in models:
+            if key == f"{set_name}_task{result.get('task')}_{kind}":
+                found[kind][result["task"]] = result
     models = [kind for kind in models if found[kind]]
     header = f"| task | paper ({paper['model']}) | " + " | ".join(
-        f"ours, {kind.upper()} (best epoch)" for kind in models
+        f"ours, {kind.replace('_', ' ', 1).upper()} (best epoch)" for kind in models
     )
     lines = [header + " |", "|---" * (2 + len(models)) + "|"]
     for task in babi_data.TASKS:
@@ -636,7 +639,12 @@ def main():
     real.add_argument("--learning-rate", type=float, default=None)
     real.add_argument("--test-curve", action="store_true", help="record test accuracy per epoch")
     parser.add_argument("--task", type=int, nargs="+", default=None, help="[all 20; 1 2]")
-    parser.add_argument("--model", nargs="+", default=None, help="[qrn; qrn lstm]")
+    parser.add_argument(
+        "--model",
+        nargs="+",
+        default=None,
+        help="[qrn; qrn lstm]; with --report, the columns: a model and its --tag (qrn_paper)",
+    )
     parser.add_argument("--epochs", type=int, default=None, help="[500 (paper: 150); 60]")
     parser.add_argument("--restarts", type=int, default=None, help=f"[{RESTARTS}; 3]")
     parser.add_argument("--dim", type=int, default=None, help="[50 (200 on 10k); 50]")
@@ -661,7 +669,8 @@ def main():
     )
     args = parser.parse_args()
     if args.report:
-        return print(report(json.loads(pathlib.Path(args.report).read_text()), args.set or "1k"))
+        saved = json.loads(pathlib.Path(args.report).read_text())
+        return print(report(saved, args.set or "1k", args.model or ("qrn", "lstm")))
     if args.data is not None or args.set is not None:
         args.set = args.set or "1k"
         return main_real(args)

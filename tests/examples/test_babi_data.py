@@ -312,3 +312,17 @@ def test_papers_protocol_keeps_final_weights_and_its_rerun_reproduces(babi, rele
     assert (config["learning_rate"], config["weight_decay"], config["init"]) == (0.1, 5e-4, "paper")
     again = train.train_real(20, "1k", release, restarts=1, seed=result["seed"], **kwargs)
     assert abs(again["test_error"] - result["test_error"]) < 0.005
+
+
+def test_report_has_a_column_per_tag(babi):
+    """`--report out.json --model qrn qrn_paper`: the runs saved with `--tag _paper` in a
+    column of their own."""
+    _, train = babi
+    row = {"set": "1k", "model": "qrn", "task": 7, "best_epoch": 150, "seconds": 3600}
+    saved = {
+        "1k_task7_qrn": dict(row, test_error=0.092),
+        "1k_task7_qrn_paper": dict(row, test_error=0.05),
+    }
+    lines = train.report(saved, "1k", ("qrn", "qrn_paper")).splitlines()
+    assert lines[0].endswith("| ours, QRN (best epoch) | ours, QRN PAPER (best epoch) |")
+    assert "| 7 | — | 9.2 (150) | 5.0 (150) |" in lines
