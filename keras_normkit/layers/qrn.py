@@ -355,6 +355,9 @@ class QRN(keras.layers.Layer):
     >>> rng = np.random.default_rng(0)
     >>> tuple(model([rng.normal(size=(2, 7, 16)), rng.normal(size=(2, 16))]).shape)
     (2, 5)
+    >>> gates = model.get_layer(index=2).cell.gate_kernel   # the bidirectional layer's
+    >>> tuple(gates.shape)                                  # columns [z | r_fwd | r_bwd]
+    (16, 3)
 
     Reference: Seo, Min, Farhadi, Hajishirzi, "Query-Reduction Networks for Question
     Answering", ICLR 2017, arXiv:1606.04582.
