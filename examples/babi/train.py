@@ -524,6 +524,41 @@ def report(saved, set_name, models=("qrn", "lstm")):
     return "\n".join(lines)
 
 
+def summary(saved, set_name, models=("qrn", "lstm")):
+    """The README's block: per column of `report` (a model and its tag) the average test
+    error and the failed tasks, beside the paper's, as a Markdown table; a column with fewer
+    than the 20 tasks says how many it has."""
+    paper = PAPER[set_name]
+    lines = [
+        "| | average test error | failed tasks (> 5 %) |",
+        "|---|---|---|",
+        f"| paper, {paper['model']} | {paper['average']:.1f} % | {paper['failed']} |",
+    ]
+    for kind in models:
+        results = [r for key, r in saved.items() if key == f"{set_name}_task{r.get('task')}_{kind}"]
+        if not results:
+            continue
+        errors = [100 * r["test_error"] for r in results]
+        n = len(errors)
+        tasks = "" if n == len(babi_data.TASKS) else f" ({n} of {len(babi_data.TASKS)} tasks)"
+        label = f"ours, {kind.replace('_', ' ', 1).upper()}{tasks}"
+        failed = sum(e > 5 for e in errors)
+        lines.append(f"| {label} | **{np.mean(errors):.1f} %** | **{failed}** |")
+    return "\n".join(lines)
+
+
+def write_block(path, marker, text):
+    """Replaces what lies between `<!-- marker -->` and `<!-- /marker -->` in the file
+    `path` by `text` (the markers stay); the table is then written in one place, its JSON."""
+    path = pathlib.Path(path)
+    content = path.read_text()
+    start, end = f"<!-- {marker} -->\n", f"<!-- /{marker} -->"
+    if content.count(start) != 1 or content.count(end) != 1:
+        raise ValueError(f"{path} must hold {start.strip()} and {end} once each.")
+    head, rest = content.split(start)
+    path.write_text(head + start + text.rstrip("\n") + "\n" + end + rest.split(end, 1)[1])
+
+
 def main_real(args):
     """`--data`/`--set`: the protocol on real bAbI tasks, results merged into `--json`."""
     try:
@@ -667,10 +702,21 @@ def main():
     parser.add_argument(
         "--report", default=None, metavar="JSON", help="print the table of a results JSON"
     )
+    parser.add_argument(
+        "--write-block",
+        nargs=2,
+        default=None,
+        metavar=("FILE", "MARKER"),
+        help="with --report: write the averages between <!-- MARKER --> markers in FILE",
+    )
     args = parser.parse_args()
     if args.report:
         saved = json.loads(pathlib.Path(args.report).read_text())
-        return print(report(saved, args.set or "1k", args.model or ("qrn", "lstm")))
+        models = args.model or ("qrn", "lstm")
+        if args.write_block:  # FILE MARKER: the summary, between the markers of FILE
+            path, marker = args.write_block
+            return write_block(path, marker, summary(saved, args.set or "1k", models))
+        return print(report(saved, args.set or "1k", models))
     if args.data is not None or args.set is not None:
         args.set = args.set or "1k"
         return main_real(args)

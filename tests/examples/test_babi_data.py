@@ -326,3 +326,21 @@ def test_report_has_a_column_per_tag(babi):
     lines = train.report(saved, "1k", ("qrn", "qrn_paper")).splitlines()
     assert lines[0].endswith("| ours, QRN (best epoch) | ours, QRN PAPER (best epoch) |")
     assert "| 7 | — | 9.2 (150) | 5.0 (150) |" in lines
+
+
+def test_summary_is_written_between_the_markers(babi, tmp_path):
+    _, train = babi
+    row = {"set": "1k", "model": "qrn", "best_epoch": 150, "seconds": 60}
+    saved = {
+        f"1k_task{t}_qrn_paper": dict(row, task=t, test_error=e) for t, e in ((1, 0), (7, 0.1))
+    }
+    text = train.summary(saved, "1k", ("qrn", "qrn_paper"))
+    assert text.splitlines()[2] == "| paper, QRN 2r | 9.9 % | 7 |"
+    assert text.splitlines()[3] == "| ours, QRN PAPER (2 of 20 tasks) | **5.0 %** | **1** |"
+    assert len(text.splitlines()) == 4  # no column without results
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- BLOCK -->\nold\n<!-- /BLOCK -->\nafter\n")
+    train.write_block(readme, "BLOCK", text)
+    assert readme.read_text() == f"before\n<!-- BLOCK -->\n{text}\n<!-- /BLOCK -->\nafter\n"
+    with pytest.raises(ValueError, match="OTHER"):
+        train.write_block(readme, "OTHER", text)
