@@ -301,9 +301,9 @@ print(
 # does too. With it, the paper's protocol as its text states it (Adagrad lr 0.1, L2 0.0005,
 # input and output weights N(0, 1/√d), Glorot in the QRN) with the rule of the code its 1k
 # figures came from (150 epochs, final weights, the run of lowest validation loss), one run
-# (seed 0) per task so far, tasks in the order where the gate was expected to matter most;
-# a task not reached yet reads "not run". Beside it, the 0.1 column above (shared reset
-# gate, HEAD's protocol, up to 10 runs).
+# (seed 0) per task. Beside it, the 0.1 column above (shared reset gate, HEAD's protocol, up
+# to 10 runs); `examples/babi/README.md` compares the two on validation (HEAD's protocol
+# stays the default).
 #
 # ```
 # python examples/babi/train.py --data ../shared/data/babi --set 1k --protocol paper --restarts 1 \
