@@ -3,7 +3,10 @@
 Times one forward+backward pass (the loss is the sum of the outputs; gradients of all
 weights and inputs) in a compiled `tf.function` whose batch size is unknown (as in
 `model.fit`), at B = 32, d = 64, units = 64, and prints
-ratios (QRN / other; below 1 means QRN is faster). Then the peak memory held by TensorFlow's
+ratios (QRN / other; below 1 means QRN is faster). At T = 200 also the bidirectional
+layers: `QRN(bidirectional=True)` with a reset gate per direction (the default) and with one
+shared (`share_reset_gate=True`), beside `keras.layers.Bidirectional(GRU)` (outputs summed,
+as QRN's). Then the peak memory held by TensorFlow's
 CPU allocator (inputs, activations, gradients; one fresh process per T) during parallel
 forward+backward passes at T = 1000, 2000, 5000: linear in T means a constant multiple
 of one (B, T, units) float32 tensor.
@@ -41,6 +44,13 @@ def make_step(kind, steps):
     if kind == "gru":
         layer = keras.layers.GRU(UNITS, return_sequences=True)
         inputs = [x]
+    elif kind == "bigru":
+        gru = keras.layers.GRU(UNITS, return_sequences=True)
+        layer = keras.layers.Bidirectional(gru, merge_mode="sum")
+        inputs = [x]
+    elif kind.startswith("bidirectional"):
+        layer = QRN(UNITS, bidirectional=True, share_reset_gate=kind.endswith("shared"))
+        inputs = [x, q]
     else:
         layer = QRN(UNITS, implementation=kind)
         inputs = [x, q]
@@ -118,6 +128,14 @@ def main():
         print(f"  parallel / GRU         T={steps:5d}: {ratio:.3f}x  (<= {target}x)")
     speedup = times["sequential", 200] / times["parallel", 200]
     print(f"  sequential / parallel  T=  200: {speedup:.1f}x faster  (>= 5x)")
+    kinds = ("bidirectional", "bidirectional-shared", "bigru")
+    both = seconds_per_step(kinds, 200, args.repeats, args.rounds)
+    for kind, seconds in both.items():
+        print(f"  T=  200 {kind:20s} {1e3 * seconds:8.1f} ms")
+    ratio = both["bidirectional"] / both["bigru"]
+    print(f"  bidirectional / bidirectional GRU T=200: {ratio:.3f}x  (<= 0.4x)")
+    ratio = both["bidirectional"] / both["bidirectional-shared"]
+    print(f"  reset gate per direction / shared T=200: {ratio:.2f}x")
 
     print(
         "peak memory of a parallel forward+backward pass (TensorFlow CPU allocator peak, fresh process each):"

@@ -5,16 +5,18 @@ encoding per sentence, `x_t = sum_j l_j * A w_tj` with
 `l_kj = (1 - j/J) - (k/d)(1 - 2j/J)` (`keras_normkit.layers.PositionEncoding`, with `J` the
 padded sentence length); the question is encoded the same way into `q`. Padding words
 contribute nothing and empty (padding) sentences are masked. Reduction ("2rb", as in the
-reference implementation seominjoon/qrn): a bidirectional `QRN` layer with reset gates whose output
-`q2_t = h_fwd_t + h_bwd_t` is the query of a last, forward `QRN` layer (its reset gate is
-unused in the reference code) returning the state at the last sentence;
+reference implementation seominjoon/qrn): a bidirectional `QRN` layer with a reset gate per
+direction (the paper's and the reference's; `share_reset_gate=True` gives both directions one)
+whose output `q2_t = h_fwd_t + h_bwd_t` is the query of a last, forward `QRN` layer (its
+reset gate is unused in the reference code) returning the state at the last sentence;
 answer = softmax(W_y h) without bias.
 
-Initialization and regularization also follow the reference code, and they matter on task 2
-(two supporting facts) with 1k examples: embeddings and gate kernels uniform in
-[-sqrt(3), sqrt(3)] (unit variance; Keras's default +-0.05 embeddings make `x * q` tiny and
-every gate equal at the start), update-gate bias -2.5, L2 weight decay 0.001 on every weight
-matrix and Adagrad (lr 0.5); see README.md.
+Initialization, `init="reference"` (the reference code's, default): embeddings and gate
+kernels uniform in [-sqrt(3), sqrt(3)] (unit variance; Keras's default +-0.05 embeddings make
+`x * q` tiny and every gate equal at the start; it matters on task 2 with 1k examples);
+`init="paper"` (the paper's text): the input and output weights (embedding, answer) normal
+with standard deviation 1/sqrt(d), Glorot inside the QRN unit. Both: update-gate bias -2.5,
+L2 weight decay on every weight matrix; see README.md.
 """
 
 import keras
@@ -31,14 +33,22 @@ def _l2(weight_decay):
     return keras.regularizers.L2(weight_decay / 2) if weight_decay else None
 
 
-def _inputs(max_sentences, sentence_length, vocab_size, dim, init_scale=None, weight_decay=0.0):
+def _paper_init(dim):
+    """The paper's input and output weights: N(0, 1/sqrt(d)) (standard deviation)."""
+    return keras.initializers.RandomNormal(stddev=dim**-0.5)
+
+
+def _inputs(
+    max_sentences, sentence_length, vocab_size, dim, init_scale=None, weight_decay=0.0, init=None
+):
     story = keras.Input((max_sentences, sentence_length), dtype="int32", name="story")
     question = keras.Input((sentence_length,), dtype="int32", name="question")
-    init = (
-        "uniform"
-        if init_scale is None
-        else keras.initializers.RandomUniform(-init_scale, init_scale)
-    )
+    if init is None:
+        init = (
+            "uniform"
+            if init_scale is None
+            else keras.initializers.RandomUniform(-init_scale, init_scale)
+        )
     embed = keras.layers.Embedding(
         vocab_size + 1,
         dim,
@@ -73,7 +83,12 @@ class TiedLastQRN(keras.layers.Layer):
     def call(self, inputs, mask=None):
         x, q = inputs
         step_mask = mask[0] if isinstance(mask, (list, tuple)) else mask
-        a, b = self.shared.cell.recurrence_coefficients(x, q, with_reset_gate=False, mask=step_mask)
+        cell = self.shared.cell
+        u_z, _ = cell.gate_logits(x, q)  # the first layer's update gate; no reset gate
+        a, b = ops.sigmoid(-u_z), ops.sigmoid(u_z) * cell.candidate(x, q)
+        if step_mask is not None:  # masked steps keep the state
+            keep = ops.expand_dims(ops.cast(step_mask, "bool"), -1)
+            a, b = ops.where(keep, a, ops.ones_like(a)), ops.where(keep, b, ops.zeros_like(b))
         a, b = ops.cast(a, "float32"), ops.cast(b, "float32")
         return ops.cast(linear_scan(a, b)[:, -1], self.compute_dtype)
 
@@ -96,6 +111,8 @@ def build_qrn(
     init_scale=INIT_SCALE,
     weight_decay=0.001,
     tie_layers=False,
+    share_reset_gate=False,
+    init="reference",
 ):
     """The "2rb" QRN: `layers - 1` bidirectional QRN layers with reset gates, then a last one.
 
@@ -106,13 +123,27 @@ def build_qrn(
     embeddings and gate kernels; `weight_decay` is the L2 coefficient of all weight matrices.
     `tie_layers`: every layer uses the first layer's weights, as the reference code does
     (the last one through `TiedLastQRN`); not with `last_bidirectional`.
+    `share_reset_gate`: the bidirectional layers' directions share one reset gate
+    (keras_normkit 0.1's form) instead of one each. `init`: `"reference"` (the reference
+    code's uniform, bounded by `init_scale`) or `"paper"` (normal 1/sqrt(d) input and output
+    weights, Glorot in the QRN; `init_scale` unused).
     """
     if tie_layers and last_bidirectional:
         raise ValueError(
             "`tie_layers=True` needs the reference's last layer: `last_bidirectional=False`."
         )
+    if init not in ("reference", "paper"):
+        raise ValueError(f'`init` must be "reference" or "paper". Received: init={init!r}')
+    if init == "paper":
+        init_scale = None
     story, question, x, q = _inputs(
-        max_sentences, sentence_length, vocab_size, dim, init_scale, weight_decay
+        max_sentences,
+        sentence_length,
+        vocab_size,
+        dim,
+        init_scale,
+        weight_decay,
+        _paper_init(dim) if init == "paper" else None,
     )
     h = q
     qrn_layers = []
@@ -126,6 +157,7 @@ def build_qrn(
                 dim,
                 use_reset_gate=last_bidirectional or not last,
                 bidirectional=last_bidirectional or not last,
+                share_reset_gate=share_reset_gate,
                 vector_gates=vector_gates,
                 return_sequences=not last,
                 kernel_regularizer=_l2(weight_decay),
@@ -137,6 +169,7 @@ def build_qrn(
         vocab_size + 1,
         activation="softmax",
         use_bias=False,
+        kernel_initializer=_paper_init(dim) if init == "paper" else "glorot_uniform",
         kernel_regularizer=_l2(weight_decay),
         name="answer",
     )(h)
@@ -167,7 +200,8 @@ def build_lstm(max_sentences, sentence_length, vocab_size, dim=50):
 
 
 def compile_model(model, optimizer="adagrad", learning_rate=None):
-    """Adagrad (lr 0.5, the paper's) or Adam (lr 0.003), sparse cross-entropy, accuracy."""
+    """Adagrad (lr 0.5, the reference code's default; the paper states 0.1 for bAbI) or
+    Adam (lr 0.003), sparse cross-entropy, accuracy."""
     if optimizer == "adagrad":
         optimizer = keras.optimizers.Adagrad(learning_rate or 0.5)
     elif optimizer == "adam":

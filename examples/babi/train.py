@@ -1,21 +1,29 @@
 """Train the QRN ("2rb") and an LSTM baseline on the real bAbI tasks or on generated ones.
 
-Real bAbI (`data.py`; `--data` a folder or tar archive, downloaded if omitted), with the
-reference code's protocol (README.md, "The paper's protocol"), except that the validation
-split is a seeded random 10 % of the training *stories* (the reference draws 10 % of the
+Real bAbI (`data.py`; `--data` a folder or tar archive, downloaded if omitted), with one of
+two protocols (`--protocol`, README.md "The two protocols"), the validation split being a
+seeded random 10 % of the training *stories* in both (the reference draws 10 % of the
 questions, `--split questions`, so that questions of one story fall on both sides and the
-validation accuracy overrates the model); the split is the same for every restart; each run trains up
-to `--epochs` epochs with the learning rate halved every `--lr-anneal-period` epochs, keeps
-the weights of the epoch of best validation accuracy (ties: lower validation loss) and stops
-after `--patience` epochs without improvement (by default 500: every epoch runs, since with
-Adagrad and the rate halved every 100 epochs the validation accuracy still rises after long
-plateaus; the reference stops after 5 validations, i.e. 50 epochs, without a better one); of
-up to `--restarts` runs (10, the reference's number of trials) the one of best validation
-accuracy (ties: loss) is selected and its test error reported, a further restart running
-only while the best validation accuracy so far is below `--restart-below` (0.98; the
-reference instead stops once a *test* accuracy is 100 %):
+validation accuracy overrates the model), the same for every restart:
+
+- `head` (default), the reference code's at HEAD: each run trains up to `--epochs` (500)
+  epochs with Adagrad (lr 0.5, L2 0.001, uniform init), the learning rate halved every
+  `--lr-anneal-period` epochs, keeps the weights of the epoch of best validation accuracy
+  (ties: lower validation loss) and stops after `--patience` epochs without improvement (by
+  default none: every epoch runs); of the runs, the one of best validation accuracy (ties:
+  loss) is selected.
+- `paper`, as the paper states it with the rule of the code its 1k figures came from: 150
+  epochs, Adagrad lr 0.1, L2 0.0005, input/output weights N(0, 1/sqrt(d)), Glorot in the
+  QRN, the final weights of each run, the run of lowest final validation loss.
+
+Both: up to `--restarts` runs (10, the reference's number of trials, seeds `seed, seed + 1,
+...`), a further one only while the selected run's validation accuracy is below
+`--restart-below` (0.98; the reference instead stops once a *test* accuracy is 100 %); the
+selected run's test error is reported, and the results JSON records per task the command
+that trains that one run again (`rerun`):
 
     python examples/babi/train.py --data ../shared/data/babi --set 1k --task 1 4 --json out.json
+    python examples/babi/train.py --data ../shared/data/babi --task 7 --protocol paper
     python examples/babi/train.py --report out.json --set 1k     # the table, beside the paper
 
 Generated bAbI-style tasks 1 and 2 (`generate.py`, no download, the example's first protocol):
@@ -172,9 +180,10 @@ class Selection(keras.callbacks.Callback):
     accuracy improved nor the loss fell below that of the best epoch. `test` (optional) is
     only evaluated to record a learning curve. `log(epoch, logs, self)` prints progress."""
 
-    def __init__(self, validation, test=None, patience=50, log=None):
+    def __init__(self, validation, test=None, patience=50, log=None, keep_best=True):
         super().__init__()
         self.validation, self.test, self.patience, self.log = validation, test, patience, log
+        self.keep_best = keep_best
         self.curves = {"train": [], "val": [], "val_loss": [], "loss": []}
         if test is not None:
             self.curves["test"] = []
@@ -194,7 +203,11 @@ class Selection(keras.callbacks.Callback):
         if self.test is not None:
             self.curves["test"].append(float(self._evaluate(self.test)[1]))  # curve only
         best_accuracy, best_loss = self.best
-        if val_accuracy > best_accuracy or (val_accuracy == best_accuracy and val_loss < best_loss):
+        if not self.keep_best:  # the final weights are kept: the last epoch is "the best"
+            self.best, self.best_epoch = (val_accuracy, val_loss), epoch
+        elif val_accuracy > best_accuracy or (
+            val_accuracy == best_accuracy and val_loss < best_loss
+        ):
             self.best, self.best_epoch, self.waited = (val_accuracy, val_loss), epoch, 0
             self.best_weights = self.model.get_weights()
         elif val_loss < best_loss:
@@ -207,7 +220,8 @@ class Selection(keras.callbacks.Callback):
             self.log(epoch, logs, self)
 
     def on_train_end(self, logs=None):
-        self.model.set_weights(self.best_weights)
+        if self.keep_best:
+            self.model.set_weights(self.best_weights)
 
 
 def random_split(data, val_fraction=0.1, seed=0, groups=None):
@@ -239,6 +253,16 @@ PROTOCOL = {
     "1k": dict(dim=50, batch_size=32, learning_rate=0.5, weight_decay=0.001),
     "10k": dict(dim=200, batch_size=128, learning_rate=0.1, weight_decay=0.0005),
 }
+#: `protocol="head"`: the reference code at HEAD (seominjoon/qrn, since 81cd745, 2016-11):
+#: up to 500 epochs, the checkpoint of best validation accuracy, the run of best validation
+#: accuracy. `protocol="paper"`: as the ICLR paper states it (Adagrad lr 0.1, L2 0.0005,
+#: input and output weights N(0, 1/sqrt(d)), Glorot in the QRN unit, the trial of lowest dev
+#: loss) with the rule of the code its bAbI 1k figures came from (b8bc87f, 2016-06-15): 150
+#: epochs, no early stopping, the final weights, the run of lowest final validation loss.
+PROTOCOLS = {
+    "head": dict(epochs=500, init="reference", keep_best=True),
+    "paper": dict(epochs=150, init="paper", keep_best=False, learning_rate=0.1, weight_decay=5e-4),
+}
 #: Our restarts (the README's 1k table): up to `RESTARTS` runs, a further one only while the
 #: best validation accuracy so far is below `RESTART_BELOW`.
 RESTARTS = 10
@@ -250,10 +274,10 @@ def train_real(
     set="1k",
     data=None,
     kind="qrn",
-    epochs=500,
+    epochs=None,
     restarts=RESTARTS,
     seed=0,
-    patience=500,
+    patience=None,
     restart_below=RESTART_BELOW,
     lr_anneal_period=100,
     val_fraction=0.1,
@@ -269,22 +293,33 @@ def train_real(
     optimizer=None,
     test_curve=False,
     verbose=1,
+    protocol="head",
+    share_reset_gate=False,
 ):
     """The protocol on one real bAbI task; returns a dict (test error of the selected run,
     its seed, best epoch, the validation figures, every run, the wall time).
 
-    Of up to `restarts` runs (seeds `seed, seed + 1, ...`) the one of best validation
-    accuracy (ties: lower loss) is selected; with `restart_below` (a fraction; None: every
-    restart runs), run `k > 0` starts only if the best validation accuracy of the runs before
-    it is below that. The defaults (`RESTARTS`, `RESTART_BELOW`) produced the README's 1k
-    table.
+    `protocol` (`PROTOCOLS`) sets the defaults of `epochs`, `learning_rate`, `weight_decay`,
+    the initialization and which weights a run keeps. `"head"`: each run keeps the weights
+    of its epoch of best validation accuracy, and of up to `restarts` runs (seeds
+    `seed, seed + 1, ...`) the one of best validation accuracy (ties: lower loss) is
+    selected. `"paper"`: each run keeps its final weights (no early stopping) and the run of
+    lowest final validation loss is selected. With `restart_below` (a fraction; None: every
+    restart runs), run `k > 0` starts only if the validation accuracy of the selected run so
+    far is below that. `share_reset_gate`: one reset gate for both directions (0.1's form).
     """
     start = time.time()
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"`protocol` must be one of {sorted(PROTOCOLS)}. Received: {protocol!r}")
+    rules = PROTOCOLS[protocol]
     defaults = PROTOCOL[set]
+    epochs = epochs or rules["epochs"]
+    patience = patience or epochs
     dim = dim or defaults["dim"]
     batch_size = batch_size or defaults["batch_size"]
-    learning_rate = learning_rate or defaults["learning_rate"]
-    weight_decay = defaults["weight_decay"] if weight_decay is None else weight_decay
+    learning_rate = learning_rate or rules.get("learning_rate", defaults["learning_rate"])
+    if weight_decay is None:
+        weight_decay = rules.get("weight_decay", defaults["weight_decay"])
     optimizer = optimizer or ("adagrad" if kind == "qrn" else "adam")
     train_data, test_data, vocab, story_ids = babi_data.load(
         task, set, data, memory_size, story_ids=True
@@ -301,7 +336,13 @@ def train_real(
         keras.utils.set_random_seed(seed + k)
         if kind == "qrn":
             net = babi_model.build_qrn(
-                *shape, dim=dim, layers=layers, weight_decay=weight_decay, tie_layers=tie_layers
+                *shape,
+                dim=dim,
+                layers=layers,
+                weight_decay=weight_decay,
+                tie_layers=tie_layers,
+                share_reset_gate=share_reset_gate,
+                init=rules["init"],
             )
         else:
             net = babi_model.build_lstm(*shape, dim=dim)
@@ -318,7 +359,9 @@ def train_real(
                     flush=True,
                 )
 
-        selection = Selection(val_data, test_data if test_curve else None, patience, log)
+        selection = Selection(
+            val_data, test_data if test_curve else None, patience, log, rules["keep_best"]
+        )
         schedule = keras.callbacks.LearningRateScheduler(
             lambda epoch, lr, initial_lr=initial_lr: initial_lr * 0.5 ** (epoch // lr_anneal_period)
         )
@@ -353,10 +396,7 @@ def train_real(
                 f"{100 * r['test_error']:.1f} %, {r['seconds']:.0f} s",
                 flush=True,
             )
-        if best is None or (val_accuracy, -val_loss) > (
-            runs[best]["val_accuracy"],
-            -runs[best]["val_loss"],
-        ):
+        if best is None or better(runs[k], runs[best], protocol):
             best = k
     selected = runs[best]
     return {
@@ -390,8 +430,41 @@ def train_real(
             layers=layers,
             tie_layers=tie_layers,
             optimizer=optimizer,
+            protocol=protocol,
+            share_reset_gate=share_reset_gate,
+            init=rules["init"],
+            keep_best=rules["keep_best"],
         ),
     }
+
+
+def better(run, other, protocol="head"):
+    """Whether `run` is selected over `other`: higher validation accuracy (ties: lower loss)
+    under `"head"`, lower validation loss under `"paper"`."""
+    if protocol == "paper":
+        return run["val_loss"] < other["val_loss"]
+    return (run["val_accuracy"], -run["val_loss"]) > (other["val_accuracy"], -other["val_loss"])
+
+
+#: Options of a command line that name the tasks, runs or output, not how a run trains.
+_RUN_OPTIONS = ("--task", "--model", "--seed", "--restarts", "--json", "--tag")
+
+
+def rerun_command(argv, task, kind, seed):
+    """The command that trains again the one run `seed` of `task` that `argv` selected: the
+    same training options, `--restarts 1`, without `--json` (the options naming tasks, seeds,
+    runs or output files are replaced)."""
+    kept, skipping = [], False
+    for token in argv[1:]:
+        if token.startswith("--"):
+            skipping = token.split("=")[0] in _RUN_OPTIONS
+            if skipping:
+                continue
+        elif skipping:
+            continue
+        kept.append(token)
+    extra = ["--task", str(task), "--model", kind, "--seed", str(seed), "--restarts", "1"]
+    return " ".join(["python", "examples/babi/train.py", *kept, *extra])
 
 
 #: Seo et al. (ICLR 2017), QRN 2r on bAbI 1k: the per-task test errors (%) the paper gives,
@@ -410,17 +483,20 @@ PAPER = {
 def report(saved, set_name, models=("qrn", "lstm")):
     """The table of a results JSON as Markdown: per task, ours beside the paper's numbers.
 
-    Returns the Markdown; the last rows give the average, the failed tasks (> 5 %) and the
-    wall time over the tasks that were run, and name the tasks not run yet.
+    `models`: one column each, a model and the `--tag` its results were saved with
+    (`"qrn"`, `"lstm"`, `"qrn_paper"` for `--model qrn --tag _paper`). Returns the Markdown;
+    the last rows give the average, the failed tasks (> 5 %) and the wall time over the
+    tasks that were run, and name the tasks not run yet.
     """
     paper = PAPER[set_name]
     found = {kind: {} for kind in models}
-    for result in saved.values():
-        if result.get("set") == set_name and result.get("model") in found:
-            found[result["model"]][result["task"]] = result
+    for key, result in saved.items():
+        for kind in models:
+            if key == f"{set_name}_task{result.get('task')}_{kind}":
+                found[kind][result["task"]] = result
     models = [kind for kind in models if found[kind]]
     header = f"| task | paper ({paper['model']}) | " + " | ".join(
-        f"ours, {kind.upper()} (best epoch)" for kind in models
+        f"ours, {kind.replace('_', ' ', 1).upper()} (best epoch)" for kind in models
     )
     lines = [header + " |", "|---" * (2 + len(models)) + "|"]
     for task in babi_data.TASKS:
@@ -448,6 +524,41 @@ def report(saved, set_name, models=("qrn", "lstm")):
     return "\n".join(lines)
 
 
+def summary(saved, set_name, models=("qrn", "lstm")):
+    """The README's block: per column of `report` (a model and its tag) the average test
+    error and the failed tasks, beside the paper's, as a Markdown table; a column with fewer
+    than the 20 tasks says how many it has."""
+    paper = PAPER[set_name]
+    lines = [
+        "| | average test error | failed tasks (> 5 %) |",
+        "|---|---|---|",
+        f"| paper, {paper['model']} | {paper['average']:.1f} % | {paper['failed']} |",
+    ]
+    for kind in models:
+        results = [r for key, r in saved.items() if key == f"{set_name}_task{r.get('task')}_{kind}"]
+        if not results:
+            continue
+        errors = [100 * r["test_error"] for r in results]
+        n = len(errors)
+        tasks = "" if n == len(babi_data.TASKS) else f" ({n} of {len(babi_data.TASKS)} tasks)"
+        label = f"ours, {kind.replace('_', ' ', 1).upper()}{tasks}"
+        failed = sum(e > 5 for e in errors)
+        lines.append(f"| {label} | **{np.mean(errors):.1f} %** | **{failed}** |")
+    return "\n".join(lines)
+
+
+def write_block(path, marker, text):
+    """Replaces what lies between `<!-- marker -->` and `<!-- /marker -->` in the file
+    `path` by `text` (the markers stay); the table is then written in one place, its JSON."""
+    path = pathlib.Path(path)
+    content = path.read_text()
+    start, end = f"<!-- {marker} -->\n", f"<!-- /{marker} -->"
+    if content.count(start) != 1 or content.count(end) != 1:
+        raise ValueError(f"{path} must hold {start.strip()} and {end} once each.")
+    head, rest = content.split(start)
+    path.write_text(head + start + text.rstrip("\n") + "\n" + end + rest.split(end, 1)[1])
+
+
 def main_real(args):
     """`--data`/`--set`: the protocol on real bAbI tasks, results merged into `--json`."""
     try:
@@ -464,7 +575,7 @@ def main_real(args):
                 args.set,
                 release,
                 kind=kind,
-                epochs=args.epochs or 500,
+                epochs=args.epochs,
                 restarts=args.restarts or RESTARTS,
                 restart_below=args.restart_below,
                 seed=args.seed,
@@ -481,8 +592,11 @@ def main_real(args):
                 tie_layers=args.tie_layers,
                 optimizer=args.qrn_optimizer if kind == "qrn" else args.lstm_optimizer,
                 test_curve=args.test_curve,
+                protocol=args.protocol,
+                share_reset_gate=args.share_reset_gate,
             )
             result["command"] = " ".join(sys.argv)
+            result["rerun"] = rerun_command(sys.argv, task, kind, result["seed"])
             key = f"{args.set}_task{task}_{kind}{args.tag}"
             results[key] = result
             print(
@@ -515,10 +629,24 @@ def main():
     real.add_argument("--set", default=None, choices=sorted(babi_data.SETS))
     real.add_argument("--json", default=None, help="JSON file of the results (merged)")
     real.add_argument(
+        "--protocol",
+        default="head",
+        choices=sorted(PROTOCOLS),
+        help="head: the reference code's (500 epochs, best-accuracy checkpoint, run of best "
+        "validation accuracy, lr 0.5, L2 0.001, uniform init); paper: the paper's (150 "
+        "epochs, final weights, run of lowest validation loss, lr 0.1, L2 0.0005, "
+        "N(0, 1/sqrt(d)) input/output weights) [head]",
+    )
+    real.add_argument(
+        "--share-reset-gate",
+        action="store_true",
+        help="one reset gate for both directions (keras_normkit 0.1's QRN) instead of one each",
+    )
+    real.add_argument(
         "--patience",
         type=int,
-        default=500,
-        help="epochs without improvement before stopping [500: every epoch runs]",
+        default=None,
+        help="epochs without improvement before stopping [the epochs: every epoch runs]",
     )
     real.add_argument("--lr-anneal-period", type=int, default=100)
     real.add_argument(
@@ -546,8 +674,13 @@ def main():
     real.add_argument("--learning-rate", type=float, default=None)
     real.add_argument("--test-curve", action="store_true", help="record test accuracy per epoch")
     parser.add_argument("--task", type=int, nargs="+", default=None, help="[all 20; 1 2]")
-    parser.add_argument("--model", nargs="+", default=None, help="[qrn; qrn lstm]")
-    parser.add_argument("--epochs", type=int, default=None, help="[500; 60]")
+    parser.add_argument(
+        "--model",
+        nargs="+",
+        default=None,
+        help="[qrn; qrn lstm]; with --report, the columns: a model and its --tag (qrn_paper)",
+    )
+    parser.add_argument("--epochs", type=int, default=None, help="[500 (paper: 150); 60]")
     parser.add_argument("--restarts", type=int, default=None, help=f"[{RESTARTS}; 3]")
     parser.add_argument("--dim", type=int, default=None, help="[50 (200 on 10k); 50]")
     parser.add_argument("--n-train", type=int, default=1000)
@@ -569,9 +702,21 @@ def main():
     parser.add_argument(
         "--report", default=None, metavar="JSON", help="print the table of a results JSON"
     )
+    parser.add_argument(
+        "--write-block",
+        nargs=2,
+        default=None,
+        metavar=("FILE", "MARKER"),
+        help="with --report: write the averages between <!-- MARKER --> markers in FILE",
+    )
     args = parser.parse_args()
     if args.report:
-        return print(report(json.loads(pathlib.Path(args.report).read_text()), args.set or "1k"))
+        saved = json.loads(pathlib.Path(args.report).read_text())
+        models = args.model or ("qrn", "lstm")
+        if args.write_block:  # FILE MARKER: the summary, between the markers of FILE
+            path, marker = args.write_block
+            return write_block(path, marker, summary(saved, args.set or "1k", models))
+        return print(report(saved, args.set or "1k", models))
     if args.data is not None or args.set is not None:
         args.set = args.set or "1k"
         return main_real(args)

@@ -118,9 +118,15 @@ class QRNCell(keras.layers.Layer):
             )
         self.build_weights(features // 2)
 
-    def build_weights(self, dim):
-        """Creates `W_z`/`W_r` (`gate_kernel`), `W_h` (`kernel`) and biases for size `dim`."""
-        n_gates = 2 if self.use_reset_gate else 1
+    def build_weights(self, dim, reset_gates=1):
+        """Creates `W_z`/`W_r` (`gate_kernel`), `W_h` (`kernel`) and biases for size `dim`.
+
+        `reset_gates`: how many reset gates `gate_kernel` holds after the update gate's
+        columns (if `use_reset_gate`): 1, or 2 for a bidirectional `QRN` whose directions
+        each have their own (columns `[z | r_forward | r_backward]`).
+        """
+        self.reset_gates = check_int("reset_gates", reset_gates, 1, 2) if self.use_reset_gate else 0
+        n_gates = 1 + self.reset_gates
         self.gate_kernel = self.add_weight(
             name="gate_kernel",
             shape=(dim, n_gates * self.gate_size),
@@ -151,12 +157,22 @@ class QRNCell(keras.layers.Layer):
         )
         self.built = True
 
-    def gate_logits(self, x, q):
-        """`(u_z, u_r)`: pre-sigmoid update and reset gates (`u_r` is None without reset)."""
+    def _reset_columns(self, backward):
+        """The slice of `gate_kernel`'s columns of the forward (or backward) reset gate."""
+        start = self.gate_size * (2 if backward and self.reset_gates == 2 else 1)
+        return slice(start, start + self.gate_size)
+
+    def gate_logits(self, x, q, backward=False):
+        """`(u_z, u_r)`: pre-sigmoid update and reset gates (`u_r` is None without reset).
+
+        `backward`: `u_r` is the backward direction's reset gate where the weights hold one
+        per direction (`build_weights(dim, reset_gates=2)`); else the (only) forward one.
+        """
         logits = ops.matmul(x * q, self.gate_kernel) + self.gate_bias
+        u_z = logits[..., : self.gate_size]
         if not self.use_reset_gate:
-            return logits, None
-        return logits[..., : self.gate_size], logits[..., self.gate_size :]
+            return u_z, None
+        return u_z, logits[..., self._reset_columns(backward)]
 
     def candidate(self, x, q):
         """`h~ = activation(W_h [x; q] + b_h)`; `q` may lack the time axis of `x`."""
@@ -167,7 +183,7 @@ class QRNCell(keras.layers.Layer):
             qw = ops.expand_dims(qw, -2)
         return self.activation(xw + qw + self.bias)
 
-    def recurrence_coefficients(self, x, q, with_reset_gate=True, mask=None):
+    def recurrence_coefficients(self, x, q, mask=None, backward=False):
         """`(a, b)` with `h_t = a_t * h_{t-1} + b_t`: `a = 1 - z`, `b = z * r * h~`.
 
         `a` is computed as `sigmoid(-u_z)`, exact even where `z` rounds to 1.
@@ -175,22 +191,38 @@ class QRNCell(keras.layers.Layer):
         Args:
             x: Sentence vectors, `(batch, T, dim)` (or `(batch, dim)` for one step).
             q: Queries, the shape of `x` or without its time axis (then broadcast over time).
-            with_reset_gate: If False, the reset gate is left out (`b = z * h~`), as a layer
-                without reset gate that shares this cell's weights computes it.
             mask: Optional `(batch, T)` boolean mask of the steps: a masked step gets
                 `a = 1`, `b = 0`, so it keeps the state.
+            backward: Whether `r` is the backward direction's reset gate (where the weights
+                hold one per direction, as a bidirectional `QRN` builds them).
+        """
+        a, (b,) = self.directional_coefficients(x, q, mask, (backward,))
+        return a, b
+
+    def directional_coefficients(self, x, q, mask=None, directions=(False, True)):
+        """`(a, [b, ...])`: `recurrence_coefficients` for several directions at once.
+
+        `a` (the update gate) and `z * h~` are shared by the directions and computed once;
+        each `b` multiplies `z * h~` by the reset gate of its direction (`directions`: one
+        bool per `b`, True for the backward direction). Arguments as in
+        `recurrence_coefficients`.
         """
         q_full = q if len(q.shape) == len(x.shape) else ops.expand_dims(q, -2)
-        u_z, u_r = self.gate_logits(x, q_full)
+        logits = ops.matmul(x * q_full, self.gate_kernel) + self.gate_bias
+        u_z = logits[..., : self.gate_size]
         a = ops.sigmoid(-u_z)
-        b = ops.sigmoid(u_z) * self.candidate(x, q)
-        if u_r is not None and with_reset_gate:
-            b = b * ops.sigmoid(u_r)
+        zh = ops.sigmoid(u_z) * self.candidate(x, q)
+        bs = []
+        for backward in directions:
+            if self.use_reset_gate:
+                bs.append(zh * ops.sigmoid(logits[..., self._reset_columns(backward)]))
+            else:
+                bs.append(zh)
         if mask is not None:
             keep = ops.expand_dims(ops.cast(mask, "bool"), -1)
             a = ops.where(keep, a, ops.ones_like(a))
-            b = ops.where(keep, b, ops.zeros_like(b))
-        return a, b
+            bs = [ops.where(keep, b, ops.zeros_like(b)) for b in bs]
+        return a, bs
 
     def call(self, inputs, states, training=False):
         h_prev = states[0] if isinstance(states, (list, tuple)) else states
@@ -221,6 +253,32 @@ class QRNCell(keras.layers.Layer):
         return config
 
 
+class _BidirectionalStep(keras.layers.Layer):
+    """One step of both directions of a bidirectional `QRN` whose directions have their own
+    reset gates, for `keras.layers.RNN` (`implementation="sequential"`): the input is
+    `[x_t, q_t, backward]`, the last feature 1 on the rows of the backward pass (which then
+    use the backward reset gate of `cell`), 0 on those of the forward pass."""
+
+    def __init__(self, cell, **kwargs):
+        super().__init__(dtype=cell.dtype_policy, name="bidirectional_step", **kwargs)
+        self.cell = cell
+        self.state_size = cell.units
+        self.output_size = cell.units
+
+    def build(self, input_shape):
+        self.built = True  # the weights are the cell's, built by the `QRN` layer
+
+    def call(self, inputs, states, training=False):
+        dim = (inputs.shape[-1] - 1) // 2
+        x, q, backward = inputs[..., :dim], inputs[..., dim:-1], inputs[..., -1:]
+        a, (b_forward, b_backward) = self.cell.directional_coefficients(x, q)
+        h = a * states[0] + ops.where(backward > 0.5, b_backward, b_forward)
+        return h, [h]
+
+    def get_initial_state(self, batch_size=None):
+        return self.cell.get_initial_state(batch_size)
+
+
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class QRN(keras.layers.Layer):
     """Query-reduction network layer: reduces a query against a sequence, parallel over time.
@@ -244,19 +302,29 @@ class QRN(keras.layers.Layer):
     2**26 steps). `implementation="sequential"` steps the same `QRNCell` with
     `keras.layers.RNN` (the reference).
 
-    With `bidirectional=True` a backward pass shares all weights with the forward pass and
-    the output is `h_fwd_t + h_bwd_t`; stacking such layers (each next `q` being the previous
-    output) gives the paper's bidirectional model. Masked steps have `z_t = 0` (the state is
-    carried unchanged) in both directions, so the backward pass starts at each sequence's
-    real end. With `return_sequences=False` the output is the state at each sequence's last
-    unmasked step.
+    With `bidirectional=True` a backward pass runs over the reversed steps and the output is
+    `h_fwd_t + h_bwd_t`; stacking such layers (each next `q` being the previous output) gives
+    the paper's bidirectional model. As in the paper (Eq. 4 shares only `W_z, b_z, W_h, b_h`)
+    and its reference code, each direction has its own reset gate: `gate_kernel` holds the
+    columns `[z | r_fwd | r_bwd]` (shape `(d, 3 * g)`, `g` = 1 or `units`; `gate_bias`
+    likewise), with `r_bwd_t = sigmoid(W_r_bwd (x_t * q_t) + b_r_bwd)` in
+    `h_bwd_t = z_t * r_bwd_t * h~_t + (1 - z_t) * h_bwd_{t+1}`. With
+    `share_reset_gate=True` both directions use one reset gate (`(d, 2 * g)`, the form of
+    keras_normkit 0.1, which a saved config without the key loads as). Masked steps have
+    `z_t = 0` (the state is carried unchanged) in both directions, so the backward pass
+    starts at each sequence's real end. With `return_sequences=False` the output is the
+    state at each sequence's last unmasked step.
 
     Args:
         units: Positive integer, dimensionality of the state; must equal `d` when stacking
             (the next layer's query is this layer's output).
         use_reset_gate: Whether to use the reset gate `r_t`.
         vector_gates: Whether the gates are vectors of `units` values instead of scalars.
-        bidirectional: Whether to add a backward pass (shared weights), output summed.
+        bidirectional: Whether to add a backward pass (the update gate and candidate
+            weights shared, a reset gate of its own), output summed.
+        share_reset_gate: With `bidirectional=True` and `use_reset_gate=True`, whether the
+            backward pass uses the forward pass's reset gate instead of its own (default
+            False); no effect otherwise.
         return_sequences: Whether to return all states `(batch, T, units)` or only the last
             one `(batch, units)`.
         implementation: `"parallel"` (scan over time) or `"sequential"` (step loop).
@@ -287,6 +355,9 @@ class QRN(keras.layers.Layer):
     >>> rng = np.random.default_rng(0)
     >>> tuple(model([rng.normal(size=(2, 7, 16)), rng.normal(size=(2, 16))]).shape)
     (2, 5)
+    >>> gates = model.get_layer(index=2).cell.gate_kernel   # the bidirectional layer's
+    >>> tuple(gates.shape)                                  # columns [z | r_fwd | r_bwd]
+    (16, 3)
 
     Reference: Seo, Min, Farhadi, Hajishirzi, "Query-Reduction Networks for Question
     Answering", ICLR 2017, arXiv:1606.04582.
@@ -298,6 +369,7 @@ class QRN(keras.layers.Layer):
         use_reset_gate=True,
         vector_gates=False,
         bidirectional=False,
+        share_reset_gate=False,
         return_sequences=True,
         implementation="parallel",
         activation="tanh",
@@ -312,6 +384,7 @@ class QRN(keras.layers.Layer):
         super().__init__(**kwargs)
         check_choice("implementation", implementation, ("parallel", "sequential"))
         self.bidirectional = check_bool("bidirectional", bidirectional)
+        self.share_reset_gate = check_bool("share_reset_gate", share_reset_gate)
         self.return_sequences = check_bool("return_sequences", return_sequences)
         self.implementation = implementation
         self.cell = QRNCell(
@@ -321,10 +394,18 @@ class QRN(keras.layers.Layer):
         # "sequential" steps the same cell with Keras's own RNN loop (XLA- and export-ready).
         self._rnn = None
         if implementation == "sequential":
+            step = _BidirectionalStep(self.cell) if self._reset_gates == 2 else self.cell
             self._rnn = keras.layers.RNN(
-                self.cell, return_sequences=True, dtype=self.dtype_policy, name="rnn"
+                step, return_sequences=True, dtype=self.dtype_policy, name="rnn"
             )
         self.supports_masking = True
+
+    @property
+    def _reset_gates(self):
+        """How many reset gates the weights hold: 2 (one per direction) or 1 (or 0)."""
+        if not self.cell.use_reset_gate:
+            return 0
+        return 2 if self.bidirectional and not self.share_reset_gate else 1
 
     def _check_shapes(self, input_shape):
         if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
@@ -358,7 +439,7 @@ class QRN(keras.layers.Layer):
 
     def build(self, input_shape):
         x_shape, _ = self._check_shapes(input_shape)
-        self.cell.build_weights(x_shape[-1])
+        self.cell.build_weights(x_shape[-1], reset_gates=max(self._reset_gates, 1))
 
     @staticmethod
     def _step_mask(mask, q_rank):
@@ -375,11 +456,12 @@ class QRN(keras.layers.Layer):
             step_mask = ops.logical_and(step_mask, ops.cast(m, "bool"))
         return step_mask
 
-    def _coefficients(self, x, q, step_mask):
-        """`(a, b)` of `h_t = a_t h_{t-1} + b_t` in the scan dtype; `a = 1`, `b = 0` if masked."""
-        a, b = self.cell.recurrence_coefficients(x, q, mask=step_mask)
+    def _coefficients(self, x, q, step_mask, directions=(False,)):
+        """`(a, [b, ...])` of `h_t = a_t h_{t-1} + b_t` in the scan dtype, one `b` per
+        direction (True: backward); `a = 1`, `b = 0` at masked steps."""
+        a, bs = self.cell.directional_coefficients(x, q, step_mask, directions)
         dtype = _scan_dtype(self.compute_dtype)
-        return ops.cast(a, dtype), ops.cast(b, dtype)
+        return ops.cast(a, dtype), [ops.cast(b, dtype) for b in bs]
 
     def update_gate(self, inputs, mask=None):
         """The update gate `z_t`, shape `(batch, T, 1)` (or `units`), 0 at masked steps.
@@ -400,18 +482,30 @@ class QRN(keras.layers.Layer):
         self._check_shapes([x.shape, q.shape])
         step_mask = self._step_mask(mask, len(q.shape))
 
-        def with_reversed(t):
+        def with_reversed(t, backward=None):
             # The backward pass is the forward pass over the reversed steps, batched with it.
-            return ops.concatenate([t, ops.flip(t, axis=1)], axis=0) if self.bidirectional else t
+            if not self.bidirectional:
+                return t
+            return ops.concatenate([t, ops.flip(t if backward is None else backward, 1)], 0)
 
+        per_direction = self._reset_gates == 2
         if self.implementation == "parallel":
-            a, b = self._coefficients(x, q, step_mask)
-            h = linear_scan(with_reversed(a), with_reversed(b))
+            directions = (False, True) if per_direction else (False,)
+            a, bs = self._coefficients(x, q, step_mask, directions)
+            h = linear_scan(with_reversed(a), with_reversed(bs[0], bs[-1]))
         else:
             if len(q.shape) == 2:
                 q = ops.expand_dims(q, 1) + ops.zeros_like(x)
             rnn_mask = None if step_mask is None else with_reversed(step_mask)
-            h = self._rnn(with_reversed(ops.concatenate([x, q], axis=-1)), mask=rnn_mask)
+            xq = ops.concatenate([x, q], axis=-1)
+            if per_direction:  # a last feature tells the step which direction a row runs
+                flag = ops.zeros_like(x[..., :1])
+                xq = ops.concatenate(
+                    [with_reversed(xq), with_reversed(flag, ops.ones_like(flag))], axis=-1
+                )
+                h = self._rnn(xq, mask=rnn_mask)
+            else:
+                h = self._rnn(with_reversed(xq), mask=rnn_mask)
         if self.bidirectional:
             batch = ops.shape(x)[0]
             h_fwd, h_bwd = h[:batch], ops.flip(h[batch:], axis=1)
@@ -442,6 +536,12 @@ class QRN(keras.layers.Layer):
             return (x_shape[0], x_shape[1], self.units)
         return (x_shape[0], self.units)
 
+    @classmethod
+    def from_config(cls, config):
+        # A config without the key was saved before the directions had their own reset
+        # gates (keras_normkit 0.1): its weights hold one, used by both directions.
+        return super().from_config({"share_reset_gate": True, **config})
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -449,6 +549,7 @@ class QRN(keras.layers.Layer):
                 "units": self.units,
                 **cell_arguments(QRNCell, self.cell.get_config()),
                 "bidirectional": self.bidirectional,
+                "share_reset_gate": self.share_reset_gate,
                 "return_sequences": self.return_sequences,
                 "implementation": self.implementation,
             }

@@ -103,3 +103,51 @@ def test_tied_layers_compute_the_untied_model_with_the_first_layers_weights(babi
     )
     with pytest.raises(ValueError, match="last_bidirectional"):
         model.build_qrn(sentences, words, vocab, dim=dim, tie_layers=True, last_bidirectional=True)
+
+
+def test_reset_gate_per_direction_and_the_papers_initialization(babi):
+    """The bidirectional layer has `[z | r_fwd | r_bwd]` (the shared form `[z | r]`); the
+    paper's init draws the embedding and answer weights N(0, 1/sqrt(d)), the reference's
+    uniform in [-sqrt(3), sqrt(3)]."""
+    sys.path.insert(0, str(BABI))
+    try:
+        import model
+    finally:
+        sys.path.remove(str(BABI))
+    dim = 64
+    own = model.build_qrn(3, 4, 200, dim=dim)
+    shared = model.build_qrn(3, 4, 200, dim=dim, share_reset_gate=True)
+    assert tuple(own.get_layer("qrn_1").cell.gate_kernel.shape) == (dim, 3)
+    assert tuple(shared.get_layer("qrn_1").cell.gate_kernel.shape) == (dim, 2)
+    for net in (own, shared):
+        bias = net.get_layer("qrn_1").cell.gate_bias.numpy()
+        assert bias[0] == -2.5 and np.all(bias[1:] == 0)  # only the update gate's
+    paper = model.build_qrn(3, 4, 200, dim=dim, init="paper")
+    for name in ("embedding", "answer"):
+        weights = paper.get_layer(name).get_weights()[0]
+        assert abs(weights.std() - dim**-0.5) < 0.01, name
+        assert abs(own.get_layer("embedding").get_weights()[0].std() - 1.0) < 0.05
+    gate = paper.get_layer("qrn_1").cell.gate_kernel.numpy()
+    assert np.abs(gate).max() <= (6 / (dim + 3)) ** 0.5  # Glorot uniform, not +-sqrt(3)
+    with pytest.raises(ValueError, match="init"):
+        model.build_qrn(3, 4, 10, init="keras")
+
+
+def test_rerun_command_trains_the_selected_run_alone(babi):
+    _, train = babi
+    argv = ["train.py", "--data", "d", "--task", "1", "2", "--seed", "3", "--json", "o.json"]
+    argv += ["--protocol", "paper", "--restarts=4", "--tag", "_x", "--epochs", "9"]
+    assert train.rerun_command(argv, 2, "qrn", 5) == (
+        "python examples/babi/train.py --data d --protocol paper --epochs 9 "
+        "--task 2 --model qrn --seed 5 --restarts 1"
+    )
+
+
+def test_selection_rules_of_the_two_protocols(babi):
+    _, train = babi
+    sure = {"val_accuracy": 0.9, "val_loss": 0.5}
+    calibrated = {"val_accuracy": 0.8, "val_loss": 0.4}
+    assert train.better(sure, calibrated, "head") and not train.better(calibrated, sure, "head")
+    assert train.better(calibrated, sure, "paper") and not train.better(sure, calibrated, "paper")
+    tie = {"val_accuracy": 0.9, "val_loss": 0.3}
+    assert train.better(tie, sure, "head")

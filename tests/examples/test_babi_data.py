@@ -295,3 +295,52 @@ def test_shared_10k_set_names_its_missing_file(babi, release):
         pytest.skip(f"this copy of the release has {name}")
     assert len(release.examples(3, "10k", "test")) == 1000
     assert len(release.examples(1, "10k", "train")) == 10_000
+
+
+def test_papers_protocol_keeps_final_weights_and_its_rerun_reproduces(babi, release):
+    """`protocol="paper"`: the final epoch's weights, the run of lowest validation loss, the
+    paper's learning rate and weight decay; the selected run, trained alone from its seed,
+    gives the same test error."""
+    _, train = babi
+    kwargs = dict(epochs=2, verbose=0, protocol="paper")
+    result = train.train_real(20, "1k", release, restarts=2, restart_below=1.01, **kwargs)
+    assert [r["best_epoch"] for r in result["runs"]] == [2, 2]  # final weights
+    assert result["runs"][result["selected_run"]] is min(
+        result["runs"], key=lambda r: r["val_loss"]
+    )
+    config = result["config"]
+    assert (config["learning_rate"], config["weight_decay"], config["init"]) == (0.1, 5e-4, "paper")
+    again = train.train_real(20, "1k", release, restarts=1, seed=result["seed"], **kwargs)
+    assert abs(again["test_error"] - result["test_error"]) < 0.005
+
+
+def test_report_has_a_column_per_tag(babi):
+    """`--report out.json --model qrn qrn_paper`: the runs saved with `--tag _paper` in a
+    column of their own."""
+    _, train = babi
+    row = {"set": "1k", "model": "qrn", "task": 7, "best_epoch": 150, "seconds": 3600}
+    saved = {
+        "1k_task7_qrn": dict(row, test_error=0.092),
+        "1k_task7_qrn_paper": dict(row, test_error=0.05),
+    }
+    lines = train.report(saved, "1k", ("qrn", "qrn_paper")).splitlines()
+    assert lines[0].endswith("| ours, QRN (best epoch) | ours, QRN PAPER (best epoch) |")
+    assert "| 7 | — | 9.2 (150) | 5.0 (150) |" in lines
+
+
+def test_summary_is_written_between_the_markers(babi, tmp_path):
+    _, train = babi
+    row = {"set": "1k", "model": "qrn", "best_epoch": 150, "seconds": 60}
+    saved = {
+        f"1k_task{t}_qrn_paper": dict(row, task=t, test_error=e) for t, e in ((1, 0), (7, 0.1))
+    }
+    text = train.summary(saved, "1k", ("qrn", "qrn_paper"))
+    assert text.splitlines()[2] == "| paper, QRN 2r | 9.9 % | 7 |"
+    assert text.splitlines()[3] == "| ours, QRN PAPER (2 of 20 tasks) | **5.0 %** | **1** |"
+    assert len(text.splitlines()) == 4  # no column without results
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- BLOCK -->\nold\n<!-- /BLOCK -->\nafter\n")
+    train.write_block(readme, "BLOCK", text)
+    assert readme.read_text() == f"before\n<!-- BLOCK -->\n{text}\n<!-- /BLOCK -->\nafter\n"
+    with pytest.raises(ValueError, match="OTHER"):
+        train.write_block(readme, "OTHER", text)

@@ -1,5 +1,7 @@
 """`QRN` and `QRNCell`: NumPy reference, parallel == sequential, stability, conformance, bad input."""
 
+import pathlib
+
 import keras
 import numpy as np
 import pytest
@@ -10,68 +12,13 @@ from hypothesis import strategies as st
 from keras_normkit.layers import QRN, QRNCell
 from tests.conformance import LayerConformanceTestCase
 from tests.conftest import max_examples, requires_tensorflow, requires_xla
-
-# ---------------------------------------------------------------------------------------------
-# NumPy reference, written from the equations of Seo et al. (2017), float64, step by step.
+from tests.references.qrn import numpy_gates, numpy_qrn, reset_gate_count
 
 
-def sigmoid(v):
-    return 1.0 / (1.0 + np.exp(-v))
-
-
-def numpy_gates(x, q, weights, units, use_reset_gate=True, vector_gates=False):
-    """`(z, r, h~)` of every step: z = s(Wz(x*q)+bz), r = s(Wr(x*q)+br), h~ = tanh(Wh[x;q]+bh)."""
-    gate_kernel, gate_bias, kernel, bias = (np.asarray(w, np.float64) for w in weights)
-    x, q = np.asarray(x, np.float64), np.asarray(q, np.float64)
-    if q.ndim == 2:
-        q = np.repeat(q[:, None], x.shape[1], axis=1)
-    size = units if vector_gates else 1
-    logits = (x * q) @ gate_kernel + gate_bias
-    z = sigmoid(logits[..., :size])
-    r = sigmoid(logits[..., size : 2 * size]) if use_reset_gate else np.ones_like(z)
-    candidate = np.tanh(np.concatenate([x, q], axis=-1) @ kernel + bias)
-    return z, r, candidate
-
-
-def numpy_qrn(
-    x,
-    q,
-    weights,
-    units,
-    use_reset_gate=True,
-    vector_gates=False,
-    bidirectional=False,
-    return_sequences=True,
-    mask=None,
-):
-    """h_t = z_t r_t h~_t + (1 - z_t) h_{t-1}, h_0 = 0; masked steps have z_t = 0."""
-    z, r, candidate = numpy_gates(x, q, weights, units, use_reset_gate, vector_gates)
-    batch, steps = z.shape[:2]
-    if mask is not None:
-        z = z * np.asarray(mask, np.float64)[..., None]
-
-    def run(order):
-        h, out = np.zeros((batch, units)), np.zeros((batch, steps, units))
-        for t in order:
-            h = z[:, t] * r[:, t] * candidate[:, t] + (1 - z[:, t]) * h
-            out[:, t] = h
-        return out
-
-    out = run(range(steps))
-    if bidirectional:
-        out = out + run(reversed(range(steps)))
-    if return_sequences:
-        return out
-    if mask is None:
-        last = np.full(batch, steps - 1)
-    else:
-        last = np.array([np.flatnonzero(m).max() if np.any(m) else 0 for m in mask])
-    return out[np.arange(batch), last]
-
-
-def random_weights(dim, units, use_reset_gate=True, vector_gates=False, seed=0, gate_scale=1.0):
+def random_weights(dim, units, reset_gates=1, vector_gates=False, seed=0, gate_scale=1.0):
+    """Weights of a `QRN` whose `gate_kernel` holds `reset_gates` (0, 1, 2) reset gates."""
     rng = np.random.default_rng(seed)
-    size = (units if vector_gates else 1) * (2 if use_reset_gate else 1)
+    size = (units if vector_gates else 1) * (1 + reset_gates)
     return [
         rng.normal(size=(dim, size)) * gate_scale,
         rng.normal(size=(size,)),
@@ -108,8 +55,23 @@ CONFIGS = [
     {"use_reset_gate": False, "vector_gates": False, "bidirectional": False},
     {"use_reset_gate": True, "vector_gates": True, "bidirectional": False},
     {"use_reset_gate": True, "vector_gates": False, "bidirectional": True},
+    {"use_reset_gate": True, "vector_gates": True, "bidirectional": True},
+    {
+        "use_reset_gate": True,
+        "vector_gates": False,
+        "bidirectional": True,
+        "share_reset_gate": True,
+    },
     {"use_reset_gate": False, "vector_gates": True, "bidirectional": True},
 ]
+
+
+def config_weights(config, dim, units, seed, gate_scale=1.0):
+    """`random_weights` of the shapes a `QRN` of `config` builds."""
+    reset_gates = reset_gate_count(
+        config["use_reset_gate"], config["bidirectional"], config.get("share_reset_gate", False)
+    )
+    return random_weights(dim, units, reset_gates, config["vector_gates"], seed, gate_scale)
 
 
 @pytest.mark.parametrize("implementation", ["parallel", "sequential"])
@@ -121,7 +83,7 @@ def test_matches_numpy_reference(implementation):
     cases = [(c, m, r) for c in CONFIGS for m in (False, True) for r in (True, False)]
     for config, masked, return_sequences in cases:
         mask = random_mask(rng, batch, steps) if masked else None
-        weights = random_weights(dim, units, config["use_reset_gate"], config["vector_gates"], 2)
+        weights = config_weights(config, dim, units, 2)
         layer = make_layer(
             units,
             dim,
@@ -148,11 +110,21 @@ def test_matches_numpy_reference(implementation):
     use_reset_gate=st.booleans(),
     vector_gates=st.booleans(),
     bidirectional=st.booleans(),
+    share_reset_gate=st.booleans(),
     query_over_time=st.booleans(),
     seed=st.integers(0, 2**16),
 )
 def test_property_parallel_matches_reference(
-    batch, steps, dim, units, use_reset_gate, vector_gates, bidirectional, query_over_time, seed
+    batch,
+    steps,
+    dim,
+    units,
+    use_reset_gate,
+    vector_gates,
+    bidirectional,
+    share_reset_gate,
+    query_over_time,
+    seed,
 ):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, steps, dim)).astype("float32")
@@ -162,8 +134,9 @@ def test_property_parallel_matches_reference(
         "use_reset_gate": use_reset_gate,
         "vector_gates": vector_gates,
         "bidirectional": bidirectional,
+        "share_reset_gate": share_reset_gate,
     }
-    weights = random_weights(dim, units, use_reset_gate, vector_gates, seed, gate_scale=2.0)
+    weights = config_weights(config, dim, units, seed, gate_scale=2.0)
     layer = make_layer(units, dim, weights, **config)
     np.testing.assert_allclose(
         to_numpy(layer([x, q])), numpy_qrn(x, q, weights, units, **config), atol=1e-5, rtol=0
@@ -206,7 +179,7 @@ def test_gradients_match_numpy_reference(implementation):
         x = rng.normal(size=(batch, steps, dim))
         q = rng.normal(size=(batch, dim))
         mask = random_mask(rng, batch, steps)
-        weights = random_weights(dim, units, config["use_reset_gate"], config["vector_gates"], 4)
+        weights = config_weights(config, dim, units, 4)
         upstream = rng.normal(size=(batch, steps, units))
         expected = numpy_gradients(x, q, weights, units, upstream, mask, config)
 
@@ -228,7 +201,7 @@ def test_gradients_match_numpy_reference(implementation):
 
 
 def stability_weights(regime, vector_gates, dim=2, units=2):
-    weights = random_weights(dim, units, True, vector_gates, 6)
+    weights = random_weights(dim, units, 2, vector_gates, 6)
     if regime == "mixed":  # |logit| up to ~100: z is 0 or 1 to float precision, switching
         weights[0] = weights[0] * 40.0
     else:  # open: z = 1 - 1e-13 at every step; closed: z = 6e-6, memory over all 5000 steps
@@ -272,7 +245,7 @@ def test_stability_t5000():
 def test_stability_t5000_gradients_finite():
     rng = np.random.default_rng(7)
     dim, units = 2, 2
-    weights = random_weights(dim, units, seed=8)
+    weights = random_weights(dim, units, 2, seed=8)
     weights[0] = weights[0] * 40.0
     layer = make_layer(units, dim, weights, bidirectional=True)
     x = tf.constant(rng.normal(size=(1, 5000, dim)).astype("float32"))
@@ -312,7 +285,8 @@ def check_padding_equals_shorter_sequence(implementation):
         alone = layer([x[i : i + 1, :n], q[i : i + 1, :n]])
         np.testing.assert_allclose(to_numpy(seqs)[i, :n], to_numpy(alone)[0], atol=1e-5)
         # padded steps carry the forward state; the backward state there is 0
-        fwd_last = numpy_qrn(x[i : i + 1, :n], q[i : i + 1, :n], layer.get_weights(), units)[0, -1]
+        weights = layer.get_weights()
+        fwd_last = numpy_qrn(x[i : i + 1, :n], q[i : i + 1, :n], weights, units)[0, -1]
         np.testing.assert_allclose(
             to_numpy(seqs)[i, n:], np.broadcast_to(fwd_last, (steps - n, units)), atol=1e-5
         )
@@ -344,7 +318,7 @@ def test_update_gate_values_and_mask():
     for vector_gates in (False, True):
         weights = random_weights(3, 4, vector_gates=vector_gates, seed=11)
         layer = make_layer(4, 3, weights, vector_gates=vector_gates)
-        z, _, _ = numpy_gates(x, q, weights, 4, vector_gates=vector_gates)
+        z, _, _, _ = numpy_gates(x, q, weights, 4, vector_gates=vector_gates)
         out = to_numpy(layer.update_gate([x, q], mask=mask))
         np.testing.assert_allclose(out, z * mask[..., None], atol=1e-6)
 
@@ -383,7 +357,7 @@ def check_mixed_precision(policy, implementation):
     rng = np.random.default_rng(13)
     x = rng.normal(size=(2, 6, 4)).astype("float32")
     q = rng.normal(size=(2, 4)).astype("float32")
-    weights = random_weights(4, 4, seed=14)
+    weights = random_weights(4, 4, 2, seed=14)
     layer = make_layer(
         4,
         4,
@@ -414,7 +388,7 @@ def check_cell_in_rnn(vector_gates, use_reset_gate):
     rng = np.random.default_rng(15)
     x = rng.normal(size=(2, 6, 3)).astype("float32")
     q = rng.normal(size=(2, 6, 3)).astype("float32")
-    weights = random_weights(3, 4, use_reset_gate, vector_gates, seed=16)
+    weights = random_weights(3, 4, int(use_reset_gate), vector_gates, seed=16)
     rnn = keras.layers.RNN(
         QRNCell(4, use_reset_gate=use_reset_gate, vector_gates=vector_gates),
         return_sequences=True,
@@ -427,24 +401,28 @@ def check_cell_in_rnn(vector_gates, use_reset_gate):
 
 
 @pytest.mark.parametrize("vector_gates", [False, True])
-def test_recurrence_coefficients_with_and_without_the_reset_gate(vector_gates):
-    """`a = 1 - z`, `b = z r h~`; `with_reset_gate=False` gives `b = z h~` with the same `z`."""
+def test_recurrence_coefficients_of_each_direction(vector_gates):
+    """`a = 1 - z`, `b = z r h~`, with the backward reset gate where the weights hold two."""
     rng = np.random.default_rng(17)
     x = rng.normal(size=(2, 5, 3)).astype("float32")
     q = rng.normal(size=(2, 3)).astype("float32")  # broadcast over the steps
-    weights = random_weights(3, 4, True, vector_gates, seed=18)
-    cell = QRNCell(4, use_reset_gate=True, vector_gates=vector_gates)
-    cell.build((None, 6))
-    cell.set_weights([w.astype("float32") for w in weights])
-    z, r, candidate = numpy_gates(x, q, weights, 4, True, vector_gates)
-    for with_reset_gate, expected_b in ((True, z * r * candidate), (False, z * candidate)):
-        a, b = cell.recurrence_coefficients(
-            keras.ops.convert_to_tensor(x),
-            keras.ops.convert_to_tensor(q),
-            with_reset_gate=with_reset_gate,
-        )
-        np.testing.assert_allclose(to_numpy(a), np.broadcast_to(1 - z, a.shape), atol=1e-6)
-        np.testing.assert_allclose(to_numpy(b), expected_b, atol=1e-5)
+    for reset_gates in (1, 2):
+        weights = random_weights(3, 4, reset_gates, vector_gates, seed=18)
+        cell = QRNCell(4, use_reset_gate=True, vector_gates=vector_gates)
+        cell.build_weights(3, reset_gates=reset_gates)
+        cell.set_weights([w.astype("float32") for w in weights])
+        z, r_fwd, r_bwd, candidate = numpy_gates(x, q, weights, 4, True, vector_gates, reset_gates)
+        for backward, r in ((False, r_fwd), (True, r_bwd)):
+            a, b = cell.recurrence_coefficients(
+                keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(q), backward=backward
+            )
+            np.testing.assert_allclose(to_numpy(a), np.broadcast_to(1 - z, a.shape), atol=1e-6)
+            np.testing.assert_allclose(to_numpy(b), z * r * candidate, atol=1e-5)
+        tensors = (keras.ops.convert_to_tensor(t) for t in (x, q))
+        a, (b_fwd, b_bwd) = cell.directional_coefficients(*tensors)
+        np.testing.assert_allclose(to_numpy(b_fwd), z * r_fwd * candidate, atol=1e-5)
+        np.testing.assert_allclose(to_numpy(b_bwd), z * r_bwd * candidate, atol=1e-5)
+    assert np.abs(r_fwd - r_bwd).max() > 0.1  # the two reset gates differ
 
 
 def test_recurrence_coefficients_keep_the_state_at_masked_steps():
@@ -455,7 +433,7 @@ def test_recurrence_coefficients_keep_the_state_at_masked_steps():
     mask = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1]], dtype=bool)
     cell = QRNCell(4, use_reset_gate=True)
     cell.build((None, 6))
-    cell.set_weights([w.astype("float32") for w in random_weights(3, 4, True, False, seed=20)])
+    cell.set_weights([w.astype("float32") for w in random_weights(3, 4, 1, False, seed=20)])
     a, b = (to_numpy(t) for t in cell.recurrence_coefficients(x, q))
     a_masked, b_masked = (to_numpy(t) for t in cell.recurrence_coefficients(x, q, mask=mask))
     np.testing.assert_array_equal(a_masked[~mask], np.ones_like(a[~mask]))
@@ -463,6 +441,100 @@ def test_recurrence_coefficients_keep_the_state_at_masked_steps():
     np.testing.assert_array_equal(a_masked[mask], a[mask])
     np.testing.assert_array_equal(b_masked[mask], b[mask])
     assert not np.allclose(a[~mask], 1.0) and not np.allclose(b[~mask], 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# One reset gate per direction (the paper's), and the shared one of keras_normkit 0.1.
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("vector_gates", [False, True])
+def test_gate_kernel_columns_per_direction(vector_gates):
+    """`[z | r_fwd | r_bwd]`: `(d, 3 g)` by default, `(d, 2 g)` shared or one direction."""
+    g = 5 if vector_gates else 1
+    shapes = {
+        (True, False): (3 * g,),
+        (True, True): (2 * g,),
+        (False, False): (2 * g,),
+        (False, True): (2 * g,),
+    }
+    for (bidirectional, share), columns in shapes.items():
+        layer = QRN(
+            5, vector_gates=vector_gates, bidirectional=bidirectional, share_reset_gate=share
+        )
+        layer.build([(None, None, 4), (None, 4)])
+        assert tuple(layer.cell.gate_kernel.shape) == (4, *columns)
+        assert tuple(layer.cell.gate_bias.shape) == columns
+    layer = QRN(5, use_reset_gate=False, vector_gates=vector_gates, bidirectional=True)
+    layer.build([(None, None, 4), (None, 4)])
+    assert tuple(layer.cell.gate_kernel.shape) == (4, g)
+
+
+@pytest.mark.parametrize("implementation", ["parallel", "sequential"])
+def test_each_direction_resets_with_its_own_gate(implementation):
+    """Closing only the backward reset gate (r_bwd = 0) removes the backward pass alone: the
+    output is then the forward pass; with a shared gate that cannot happen."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(2, 6, 3)).astype("float32")
+    q = rng.normal(size=(2, 3)).astype("float32")
+    weights = random_weights(3, 4, 2, seed=22)
+    weights[0][:, 2] = 0.0
+    weights[1][2] = -60.0  # r_bwd = sigmoid(-60) = 0: the backward candidate never enters
+    layer = make_layer(4, 3, weights, implementation=implementation, bidirectional=True)
+    forward_only = numpy_qrn(x, q, [weights[0][:, :2], weights[1][:2], *weights[2:]], 4)
+    np.testing.assert_allclose(to_numpy(layer([x, q])), forward_only, atol=1e-5)
+    shared = make_layer(
+        4,
+        3,
+        [weights[0][:, :2], weights[1][:2], *weights[2:]],
+        implementation=implementation,
+        bidirectional=True,
+        share_reset_gate=True,
+    )
+    assert np.abs(to_numpy(shared([x, q])) - forward_only).max() > 1e-2
+
+
+def test_config_without_the_key_shares_the_reset_gate():
+    config = QRN(4, bidirectional=True).get_config()
+    assert config["share_reset_gate"] is False
+    assert QRN.from_config(config).share_reset_gate is False
+    del config["share_reset_gate"]
+    restored = QRN.from_config(config)
+    assert restored.share_reset_gate is True
+    assert restored.get_config()["share_reset_gate"] is True
+
+
+@pytest.mark.skipif(
+    tuple(int(p) for p in keras.__version__.split(".")[:2]) < (3, 15),
+    reason="the fixture was saved by Keras 3.15; an older Keras need not read a newer file",
+)
+def test_keras_file_saved_by_0_1_predicts_what_it_predicted():
+    """`fixtures/qrn_v0_1.keras` was saved by keras_normkit 0.1 (one shared reset gate)."""
+    model = keras.models.load_model(FIXTURES / "qrn_v0_1.keras")
+    saved = np.load(FIXTURES / "qrn_v0_1.npz")
+    inputs = [saved["x"], saved["q"]]
+    np.testing.assert_allclose(model.predict(inputs, verbose=0), saved["y"], atol=2e-6)
+    names = ("parallel", "sequential", "vector")
+    assert all(model.get_layer(name).share_reset_gate for name in names)
+    # Read per direction with the forward gate's columns copied into the backward ones, the
+    # same weights predict the same; with a backward gate of its own, something else.
+    for name in names:
+        layer = model.get_layer(name)
+        x = inputs[0]
+        q = inputs[1] if name == "parallel" else np.repeat(inputs[1][:, None], 6, axis=1)
+        clone = QRN.from_config(layer.get_config() | {"share_reset_gate": False})
+        clone.build([x.shape, q.shape])
+        kernel, bias, *rest = layer.get_weights()
+        g = kernel.shape[1] // 2
+        columns = np.r_[0 : 2 * g, g : 2 * g]
+        clone.set_weights([kernel[:, columns], bias[columns], *rest])
+        expected = to_numpy(layer([x, q]))
+        np.testing.assert_allclose(to_numpy(clone([x, q])), expected, atol=1e-5)
+        kernel = kernel[:, columns]
+        kernel[:, 2 * g :] *= -1.0
+        clone.set_weights([kernel, bias[columns], *rest])
+        assert np.abs(to_numpy(clone([x, q])) - expected).max() > 1e-3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,6 +620,7 @@ def test_config_is_the_constructor_arguments():
         "use_reset_gate",
         "vector_gates",
         "bidirectional",
+        "share_reset_gate",
         "return_sequences",
         "implementation",
         "activation",
@@ -583,6 +656,7 @@ def test_bad_units(units):
 BAD_ARGUMENTS = [
     ({"implementation": "fast"}, "implementation", ValueError),
     ({"bidirectional": 1}, "bidirectional", TypeError),
+    ({"share_reset_gate": "no"}, "share_reset_gate", TypeError),
     ({"return_sequences": "yes"}, "return_sequences", TypeError),
     ({"use_reset_gate": None}, "use_reset_gate", TypeError),
     ({"vector_gates": 0}, "vector_gates", TypeError),
