@@ -110,20 +110,28 @@ def main(argv=None):
     args = parse_args(argv)
     x, y = snn_data.load_htru2(args.data)
     grid = snn_train.grid_from(args)
-    done = {tuple(r[k] for k in KEY) for r in snn_train.load_rows(args.json)} if args.json else set()
+    done = (
+        {tuple(r[k] for k in KEY) for r in snn_train.load_rows(args.json)} if args.json else set()
+    )
     splits = folds(y, args.seed)
     rows = []
-    print(f"HTRU2 {x.shape}: folds {args.folds} x {len(args.methods)} methods, grid {grid}",
-          flush=True)
+    print(
+        f"HTRU2 {x.shape}: folds {args.folds} x {len(args.methods)} methods, grid {grid}",
+        flush=True,
+    )
     for fold in args.folds:
         for method in args.methods:
             if ("htru2", fold, method) in done and not args.redo:
                 continue
             print(f"fold {fold} {method}", flush=True)
-            row = run(x, y, fold, splits[fold], method, grid, args,
-                      log=lambda s: print(s, flush=True))
-            print(f"    -> {row['layers']} layers, validation AUC {row['validation']:.4f}, "
-                  f"test AUC {row['test']:.4f} ({row['wall_s']} s)", flush=True)
+            row = run(
+                x, y, fold, splits[fold], method, grid, args, log=lambda s: print(s, flush=True)
+            )
+            print(
+                f"    -> {row['layers']} layers, validation AUC {row['validation']:.4f}, "
+                f"test AUC {row['test']:.4f} ({row['wall_s']} s)",
+                flush=True,
+            )
             rows.append(row)
             if args.json:
                 snn_train.merge_rows(args.json, [row], KEY)

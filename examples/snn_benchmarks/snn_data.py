@@ -22,7 +22,6 @@
 
 import argparse
 import dataclasses
-import functools
 import gzip
 import io
 import pathlib
@@ -160,21 +159,24 @@ class UCI121:
         if not self._dirs:
             raise ValueError(f"no UCI data set (<name>/<name>.txt) found in {path}")
         self._all = set(self.files.names())
+        self._info = {}
 
     @property
     def names(self):
         """Every data set's name, sorted."""
         return sorted(self._dirs)
 
-    @functools.lru_cache(maxsize=None)
     def info(self, name):
         """`<name>.txt` as a dict, plus `n_examples` (int) and `complete` (bool)."""
+        if name in self._info:
+            return self._info[name]
         folder = self._dirs[name]
         info = parse_info(self.files.read(f"{folder}/{name}.txt"))
         info["n_examples"] = int(info["n_patrons1"]) + int(info.get("n_patrons2", 0))
         info["n_classes"] = int(info["n_clases"])
         info["n_features"] = int(info["n_entradas"])
         info["complete"] = self._data_file(name) is not None
+        self._info[name] = info
         return info
 
     def _data_file(self, name):
@@ -287,15 +289,19 @@ def main(argv=None):
                 f"{name:40s} {info['n_examples']:7d} examples {info['n_classes']:3d} classes "
                 f"{'complete' if info['complete'] else 'INCOMPLETE'}"
             )
-        print(f"{len(uci.complete())} of {len(uci.names)} complete, "
-              f"{len(uci.complete(1000))} complete with >= 1000 examples")
+        print(
+            f"{len(uci.complete())} of {len(uci.names)} complete, "
+            f"{len(uci.complete(1000))} complete with >= 1000 examples"
+        )
     if args.htru2:
         x, y = load_htru2(args.htru2)
         print(f"HTRU2: {x.shape}, {int(y.sum())} pulsars")
     if args.tox21:
         smiles, labels, tasks = load_tox21(args.tox21)
-        print(f"Tox21: {len(smiles)} molecules, measured per assay:",
-              dict(zip(tasks, (~np.isnan(labels)).sum(0).tolist(), strict=True)))
+        print(
+            f"Tox21: {len(smiles)} molecules, measured per assay:",
+            dict(zip(tasks, (~np.isnan(labels)).sum(0).tolist(), strict=True)),
+        )
 
 
 if __name__ == "__main__":

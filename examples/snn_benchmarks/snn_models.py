@@ -114,6 +114,8 @@ def hidden_layer_names(model):
         layer.name
         for layer in model.layers
         if layer.name.startswith(kinds)
-        and not layer.name.startswith(("highway_h_", "highway_t_", "highway_delta_", "highway_gate_"))
+        and not layer.name.startswith(
+            ("highway_h_", "highway_t_", "highway_delta_", "highway_gate_")
+        )
         and not layer.name.endswith(("_a", "_b", "_add"))
     ]

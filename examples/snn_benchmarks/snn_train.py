@@ -20,9 +20,8 @@ import time
 
 import keras
 import numpy as np
-from sklearn.metrics import roc_auc_score
-
 import snn_models
+from sklearn.metrics import roc_auc_score
 
 #: The budgeted grid, identical for every method (see README.md): depth is the point, so
 #: every depth of the paper's range is in it; width, learning rate and dropout are fixed.
@@ -133,9 +132,7 @@ def fit_one(method, config, data, task, *, seed, epochs, patience, batch_size, o
         method, x_fit.shape[1], n_out, config.layers, config.units, config.dropout, output
     )
     opt = (
-        keras.optimizers.SGD(config.lr)
-        if optimizer == "sgd"
-        else keras.optimizers.Adam(config.lr)
+        keras.optimizers.SGD(config.lr) if optimizer == "sgd" else keras.optimizers.Adam(config.lr)
     )
     model.compile(optimizer=opt, loss=loss)
     best = BestEpoch(x_val, y_val, metric, patience)
@@ -167,8 +164,10 @@ def select(method, grid, data, task, *, seed, epochs, patience, batch_size, opti
             batch_size=batch_size,
             optimizer=optimizer,
         )
-        log(f"    {method:10s} {config.layers:2d} layers: validation {val:.4f} "
-            f"(epoch {epoch}, {time.time() - t0:.1f} s)")
+        log(
+            f"    {method:10s} {config.layers:2d} layers: validation {val:.4f} "
+            f"(epoch {epoch}, {time.time() - t0:.1f} s)"
+        )
         results.append((tie_key(val, config), config, model, val, epoch))
     key, config, model, val, epoch = max(results, key=lambda r: r[0])
     per_config = {
@@ -214,7 +213,11 @@ def merge_rows(path, new_rows, key_fields):
         else:
             index[key] = len(rows)
             rows.append(row)
-    rows.sort(key=lambda r: tuple(str(r[k]) if isinstance(r[k], str) else f"{r[k]:08.3f}" for k in key_fields))
+    rows.sort(
+        key=lambda r: tuple(
+            str(r[k]) if isinstance(r[k], str) else f"{r[k]:08.3f}" for k in key_fields
+        )
+    )
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -226,14 +229,18 @@ def merge_rows(path, new_rows, key_fields):
 def add_common_args(parser, default_json, quick_help):
     parser.add_argument("--data", required=True, help="the data folder (or file, or archive)")
     parser.add_argument("--json", default=default_json, help="results JSON, merged row by row")
-    parser.add_argument("--methods", nargs="+", default=list(snn_models.METHODS),
-                        choices=snn_models.METHODS)
+    parser.add_argument(
+        "--methods", nargs="+", default=list(snn_models.METHODS), choices=snn_models.METHODS
+    )
     parser.add_argument("--layers", nargs="+", type=int, default=list(BUDGET_GRID["layers"]))
     parser.add_argument("--units", nargs="+", type=int, default=list(BUDGET_GRID["units"]))
     parser.add_argument("--lr", nargs="+", type=float, default=list(BUDGET_GRID["lr"]))
     parser.add_argument("--dropout", nargs="+", type=float, default=list(BUDGET_GRID["dropout"]))
-    parser.add_argument("--paper-grid", action="store_true",
-                        help="the paper's SNN grid for every method (with --optimizer sgd)")
+    parser.add_argument(
+        "--paper-grid",
+        action="store_true",
+        help="the paper's SNN grid for every method (with --optimizer sgd)",
+    )
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     parser.add_argument("--epochs", type=int, default=50, help="at most this many epochs")
     parser.add_argument("--patience", type=int, default=10)

@@ -42,7 +42,9 @@ KEY = ("dataset", "method")
 def validation_split(x, y, fraction, seed):
     """(x_fit, y_fit, x_val, y_val): a seeded hold-out, stratified when every class allows."""
     counts = np.bincount(y)
-    stratify = y if counts[counts > 0].min() >= 2 and len(np.unique(y)) <= fraction * len(y) else None
+    stratify = (
+        y if counts[counts > 0].min() >= 2 and len(np.unique(y)) <= fraction * len(y) else None
+    )
     x_fit, x_val, y_fit, y_val = train_test_split(
         x, y, test_size=fraction, random_state=seed, stratify=stratify
     )
@@ -127,7 +129,9 @@ def main(argv=None):
     args = parse_args(argv)
     uci = snn_data.UCI121(args.data)
     grid = snn_train.grid_from(args)
-    done = {tuple(r[k] for k in KEY) for r in snn_train.load_rows(args.json)} if args.json else set()
+    done = (
+        {tuple(r[k] for k in KEY) for r in snn_train.load_rows(args.json)} if args.json else set()
+    )
     rows = []
     names = chosen_sets(uci, args)
     print(f"{len(names)} data sets x {len(args.methods)} methods, grid {grid}", flush=True)
@@ -136,11 +140,16 @@ def main(argv=None):
         for method in args.methods:
             if (name, method) in done and not args.redo:
                 continue
-            print(f"[{i + 1}/{len(names)}] {name} ({dataset.n_examples} examples) {method}",
-                  flush=True)
+            print(
+                f"[{i + 1}/{len(names)}] {name} ({dataset.n_examples} examples) {method}",
+                flush=True,
+            )
             row = run(dataset, method, grid, args, log=lambda s: print(s, flush=True))
-            print(f"    -> {row['layers']} layers, validation {row['validation']:.4f}, "
-                  f"test {row['test']:.4f} ({row['wall_s']} s)", flush=True)
+            print(
+                f"    -> {row['layers']} layers, validation {row['validation']:.4f}, "
+                f"test {row['test']:.4f} ({row['wall_s']} s)",
+                flush=True,
+            )
             rows.append(row)
             if args.json:
                 snn_train.merge_rows(args.json, [row], KEY)

@@ -45,12 +45,14 @@ def write_set(root, name, x, y, train, test, two_files=False, arff=False):
     if arff:
         text = "@relation t\n" + "".join(f"@attribute f{j} real\n" for j in range(x.shape[1]))
         text += "@attribute clase {0,1,2}\n@data\n"
-        text += "".join(",".join(f"{v:g}" for v in row) + f",{c}\n" for row, c in zip(x, y))
+        text += "".join(
+            ",".join(f"{v:g}" for v in row) + f",{c}\n" for row, c in zip(x, y, strict=True)
+        )
         (folder / fich1.replace("_R.dat", ".arff")).write_text(text)
     else:
         body = "".join(
             f"{i + 1}\t" + "\t".join(f"{v:g}" for v in row) + f"\t{c}\n"
-            for i, (row, c) in enumerate(zip(x, y))
+            for i, (row, c) in enumerate(zip(x, y, strict=True))
         )
         (folder / fich1).write_text(header + body)
     split = " ".join(map(str, train)) + " \n" + " ".join(map(str, test)) + " \n"
@@ -68,8 +70,9 @@ def toy(tmp_path):
     write_set(root, "two", x, y, train, test, two_files=True)
     write_set(root, "arff", x, y, train, test, arff=True)
     (root / "gone").mkdir()
-    (root / "gone" / "gone.txt").write_text("n_entradas= 3\nn_clases= 2\nfich1= gone_R.dat\n"
-                                            "n_patrons1= 5000\n")
+    (root / "gone" / "gone.txt").write_text(
+        "n_entradas= 3\nn_clases= 2\nfich1= gone_R.dat\nn_patrons1= 5000\n"
+    )
     (root / "gone" / "conxuntos.dat").write_text("0\n1\n")
     return root, x, y, train, test
 
