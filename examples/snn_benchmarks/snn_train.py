@@ -68,7 +68,10 @@ def auc(y_true, scores):
     y_true = np.asarray(y_true, dtype="float64")
     scores = np.asarray(scores, dtype="float64").reshape(y_true.shape)
     if y_true.ndim == 1:
-        return float(roc_auc_score(y_true, scores))
+        seen = ~np.isnan(y_true)
+        if len(np.unique(y_true[seen])) < 2:
+            return float("nan")  # undefined with one class
+        return float(roc_auc_score(y_true[seen], scores[seen]))
     values = []
     for k in range(y_true.shape[1]):
         seen = ~np.isnan(y_true[:, k])

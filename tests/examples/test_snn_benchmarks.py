@@ -18,7 +18,9 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "examples" / "snn_benchmar
 sys.path.insert(0, str(BENCH))
 
 import htru2  # noqa: E402
+import snn_data  # noqa: E402
 import snn_train  # noqa: E402
+import tox21  # noqa: E402
 import uci  # noqa: E402
 
 sys.path.remove(str(BENCH))
@@ -130,3 +132,25 @@ def test_quick_modes_on_the_real_data(tmp_path):
         ran = True
     if not ran:
         pytest.skip("set NORMKIT_UCI121_DATA or NORMKIT_HTRU2_DATA to run on the real data")
+
+
+def test_tox21_quick_on_a_small_file(tmp_path):
+    pytest.importorskip("rdkit")
+    import gzip
+
+    rng = np.random.default_rng(0)
+    chains = ["C" * k + "O" * j for k in range(1, 9) for j in range(0, 4)] + ["c1ccccc1"] * 8
+    header = ",".join(snn_data.TOX21_TASKS) + ",mol_id,smiles\n"
+    lines = []
+    for i, smiles in enumerate(chains):
+        labels = [
+            ("" if rng.random() < 0.2 else str(int(smiles.count("O") > 1))) for _ in range(12)
+        ]
+        lines.append(",".join(labels) + f",T{i},{smiles}\n")
+    (tmp_path / "tox21.csv.gz").write_bytes(gzip.compress((header + "".join(lines)).encode()))
+    rows = tox21.main(["--data", str(tmp_path), "--quick", "--methods", "snn"])
+    assert len(rows) == 1 and rows[0]["layers"] == 2 and rows[0]["n_examples"] == 40
+    assert 0 <= rows[0]["test"] <= 1 and len(rows[0]["test_by_assay"]) == 12
+    fit, val, test = tox21.split(40, 0)
+    assert (len(fit), len(val), len(test)) == (32, 4, 4)
+    assert sorted(np.concatenate([fit, val, test]).tolist()) == list(range(40))
