@@ -1,0 +1,84 @@
+"""The SNN benchmark tables (`examples/snn_benchmarks/report.py`) and the guide page
+`docs/guides/snn_benchmarks.md` they are generated into."""
+
+import pathlib
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "examples" / "snn_benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import report  # noqa: E402
+
+sys.path.remove(str(BENCH))
+
+
+def test_the_guide_page_matches_the_json():
+    assert report.main(["--check"]) == 0, "run python examples/snn_benchmarks/report.py --write"
+
+
+def rows(dataset, n, accuracies):
+    return [
+        {
+            "dataset": dataset,
+            "method": m,
+            "n_examples": n,
+            "test": a,
+            "layers": 2,
+            "optimizer": "adam",
+            "validation_by_config": {"2x8/lr0.001/do0": 0.5},
+        }
+        for m, a in zip(report.METHODS, accuracies, strict=True)
+    ]
+
+
+def test_average_ranks_by_hand():
+    # methods in report.METHODS order: snn msra batchnorm layernorm weightnorm highway resnet
+    data = rows("a", 2000, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])  # ranks 1..7
+    data += rows("b", 2000, [0.5, 0.9, 0.5, 0.5, 0.1, 0.2, 0.3])  # msra 1; three tie at 2-4 -> 3
+    data += rows("c", 500, [0.1] * 7)  # small: only in "all"
+    data += rows("d", 3000, [0.9] * 6 + [0.1])[:6]  # resnet missing: not ranked
+    ranks, n = report.average_ranks(data, min_examples=1000)
+    assert n == 2
+    # snn: (1 + 3) / 2 - 4 = -2; msra (2 + 1) / 2 - 4 = -2.5; resnet (7 + 5) / 2 - 4 = 2
+    assert ranks["snn"] == pytest.approx(-2.0)
+    assert ranks["msra"] == pytest.approx(-2.5)
+    assert ranks["batchnorm"] == pytest.approx((3 + 3) / 2 - 4)
+    assert ranks["weightnorm"] == pytest.approx((5 + 7) / 2 - 4)
+    assert ranks["resnet"] == pytest.approx(2.0)
+    assert sum(ranks.values()) == pytest.approx(0.0)  # ranks of 7 average to 4
+    every, n_all = report.average_ranks(data)
+    assert n_all == 3 and every["snn"] == pytest.approx((1 + 3 + 4) / 3 - 4)
+
+
+def test_render_replaces_only_the_marked_blocks():
+    page = "intro\n<!-- A -->\nold\n<!-- /A -->\nend\n"
+    assert report.render(page, {"A": "new\n"}) == "intro\n<!-- A -->\n\nnew\n\n<!-- /A -->\nend\n"
+    with pytest.raises(ValueError, match="B"):
+        report.render(page, {"B": "x"})
+
+
+def test_tables_say_how_many_rows_are_done():
+    uci = report.uci_tables(rows("a", 2000, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]))
+    assert "Rows done: 7 of 294" in uci and "met on 1 sets" in uci
+    htru2 = report.htru2_table([])
+    assert "Rows done: 0 of 70" in htru2
+
+
+def test_htru2_target_uses_only_folds_with_every_method():
+    def fold(f, snn, others, methods=report.METHODS):
+        return [
+            {"fold": f, "method": m, "test": snn if m == "snn" else others, "layers": 2,
+             "optimizer": "adam", "validation_by_config": {"2x8/lr0.001/do0": 0.5}}
+            for m in methods
+        ]  # fmt: skip
+
+    # SNN 0.98 ± 0.01 (folds 0, 1); others 0.985: within one std -> met
+    rows = fold(0, 0.97, 0.985) + fold(1, 0.99, 0.985)
+    assert "2 folds with all 7 methods done: met (SNN 0.9800 ± 0.0141" in report.htru2_table(rows)
+    # a third fold without SNN does not count; others 0.999 on two folds: not met
+    rows = fold(0, 0.976, 0.999) + fold(1, 0.978, 0.999) + fold(2, 0, 0.5, report.METHODS[1:])
+    table = report.htru2_table(rows)
+    assert "2 folds with all 7 methods done: not met" in table
+    assert "| MSRAinit | 3 | 0.8327 |" in table  # the table itself counts every fold done
