@@ -2,7 +2,7 @@
 
 Two steps, one command per data set:
 
-1. *Train* (expensive, once per data set and seed): the network (`model.py`: a 3-layer DAN
+1. *Train* (expensive, once per data set and seed): the network (`text_model.py`: a 3-layer DAN
    with batch norm for 20 News and Reuters, a bidirectional `LayerNormLSTM` for SST) is
    trained on the training split, keeping the weights of the epoch of best validation
    accuracy (ties: lower validation loss); its uncalibrated validation and test logits and
@@ -42,8 +42,8 @@ from keras_normkit import calibration  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-import data as text_data  # noqa: E402
-import model as text_model  # noqa: E402
+import text_data  # noqa: E402
+import text_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = ROOT / "examples" / "calibration_benchmarks" / "cache"

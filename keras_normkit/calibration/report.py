@@ -149,7 +149,9 @@ class CalibrationReport:
     def as_dict(self):
         """`{key: {"value", "low", "high"}}` plus the settings, as plain Python floats."""
         result = {
-            key: {name: float(x) for name, x in estimate._asdict().items()}
+            key: {
+                name: float(x) for name, x in zip(("value", "low", "high"), estimate, strict=True)
+            }
             for key, estimate in self.estimates.items()
         }
         result["settings"] = {

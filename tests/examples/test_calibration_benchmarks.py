@@ -21,7 +21,7 @@ EXAMPLE = ROOT / "examples" / "calibration_benchmarks"
 def bench():
     sys.path.insert(0, str(EXAMPLE))
     try:
-        import data
+        import text_data as data
         import report
         import run
 
@@ -122,7 +122,7 @@ def test_bilstm_gives_logits(bench):
 
 
 def test_word_dropout_drops_about_the_rate_and_only_in_training(bench):
-    import model as text_model
+    import text_model
 
     layer = text_model.WordDropout(0.3, seed=1)
     ids = np.arange(1, 20001, dtype="int32").reshape(100, 200)
@@ -219,7 +219,7 @@ def test_targets_read_the_rows(bench):
 
 
 def test_length_buckets_cover_every_sentence_once_cut_to_their_longest(bench):
-    import model as text_model
+    import text_model
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 30, 103)
@@ -273,7 +273,7 @@ def test_length_buckets_train_a_model_whatever_the_first_batches_width(bench):
     differ in width, else a batch of another width fails (it did, in one seed of 3)."""
     _, run, _ = bench
     import keras
-    import model as text_model
+    import text_model
 
     ids = np.zeros((64, 24), "int32")
     ids[:56, :5] = 7  # 7 batches of width 8 ...

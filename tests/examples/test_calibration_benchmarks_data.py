@@ -1,4 +1,4 @@
-"""The readers of the calibration benchmark (`examples/calibration_benchmarks/data.py`).
+"""The readers of the calibration benchmark (`examples/calibration_benchmarks/text_data.py`).
 
 The parsers are tested on small files written here; the real files are read through
 `NORMKIT_20NEWS_DATA`, `NORMKIT_REUTERS_R8_DATA` and `NORMKIT_SST_DATA` (folders as
@@ -23,7 +23,7 @@ EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "calibratio
 def data():
     sys.path.insert(0, str(EXAMPLE))
     try:
-        import data
+        import text_data as data
 
         yield data
     finally:

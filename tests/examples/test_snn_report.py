@@ -1,4 +1,4 @@
-"""The SNN benchmark tables (`examples/snn_benchmarks/report.py`) and the guide page
+"""The SNN benchmark tables (`examples/snn_benchmarks/snn_report.py`) and the guide page
 `docs/guides/snn_benchmarks.md` they are generated into."""
 
 import pathlib
@@ -9,13 +9,13 @@ import pytest
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "examples" / "snn_benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import report  # noqa: E402
+import snn_report as report  # noqa: E402
 
 sys.path.remove(str(BENCH))
 
 
 def test_the_guide_page_matches_the_json():
-    assert report.main(["--check"]) == 0, "run python examples/snn_benchmarks/report.py --write"
+    assert report.main(["--check"]) == 0, "run python examples/snn_benchmarks/snn_report.py --write"
 
 
 def rows(dataset, n, accuracies):

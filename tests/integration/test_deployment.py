@@ -66,10 +66,12 @@ def every_layer_model():
     c = keras.layers.RNN(L.FastWeightsRNNCell(UNITS), return_sequences=True)(c)
     c = keras.layers.RNN(L.LayerNormLSTMCell(UNITS), return_sequences=True)(c)
     c = keras.layers.RNN(L.LayerNormGRUCell(UNITS), return_sequences=True)(c)
+    c = keras.layers.RNN(L.PeepholeLSTMCell(UNITS), return_sequences=True)(c)
     from_cells = keras.layers.RNN(L.LayerNormSimpleRNNCell(UNITS))(c)
     # The feed-forward layers.
     # Sentences of words: each story vector read as 2 words of D / 2 features.
     words = keras.layers.Reshape((T, 2, D // 2))(story)
+    words = L.TLU()(L.FilterResponseNormalization()(words))  # (B, T, 2, D / 2): 2-D "images"
     from_words = keras.layers.GlobalAveragePooling1D()(L.PositionEncoding()(words))
     f = keras.layers.Concatenate()([from_layers, from_cells, from_words])
     f = L.WeightNormalization(keras.layers.Dense(16, kernel_initializer="lecun_normal"))(f)

@@ -1,9 +1,9 @@
 """The tables of the SNN benchmarks, generated from the results JSON files, and the guide page
 `docs/guides/snn_benchmarks.md` they are written into (between `<!-- SNN_... -->` markers).
 
-    python examples/snn_benchmarks/report.py            # print the tables
-    python examples/snn_benchmarks/report.py --write    # update the guide page (and its plot)
-    python examples/snn_benchmarks/report.py --check    # exit 1 if the page is out of date
+    python examples/snn_benchmarks/snn_report.py            # print the tables
+    python examples/snn_benchmarks/snn_report.py --write    # update the guide page (and its plot)
+    python examples/snn_benchmarks/snn_report.py --check    # exit 1 if the page is out of date
 
 The paper's per-data-set accuracies (its Table S8) are not in the data folder and were not
 found in a public transcription we could cite, so the UCI table shows ours only and compares
@@ -301,7 +301,7 @@ def main(argv=None):
         new = render(page, generated)
         if args.check:
             if new != page:
-                print(f"{PAGE} is out of date: run report.py --write")
+                print(f"{PAGE} is out of date: run snn_report.py --write")
                 return 1
             return 0
         PAGE.write_text(new)
