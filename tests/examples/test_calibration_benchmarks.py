@@ -21,9 +21,9 @@ EXAMPLE = ROOT / "examples" / "calibration_benchmarks"
 def bench():
     sys.path.insert(0, str(EXAMPLE))
     try:
-        import text_data as data
         import report
         import run
+        import text_data as data
 
         yield data, run, report
     finally:
