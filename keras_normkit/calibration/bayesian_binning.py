@@ -38,7 +38,6 @@ import math
 
 import keras
 import numpy as np
-from scipy.special import gammaln
 
 from keras_normkit._validation import check_int, check_number
 from keras_normkit.calibration import _one_vs_rest, _validation
@@ -97,6 +96,11 @@ def bin_range(num_examples, bin_range_factor):
     return range(low, max(low, math.ceil(bin_range_factor * root)) + 1)
 
 
+# log Γ elementwise from the standard library: the core needs only Keras and NumPy (SciPy is
+# an extra), and the arrays here have one entry per bin.
+_gammaln = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
 def _model(sorted_p, positives_before, num_bins, prior_strength):
     """Edges, log BDeu score and posterior bin means of the B-bin equal-frequency model."""
     n = len(sorted_p)
@@ -115,12 +119,12 @@ def _model(sorted_p, positives_before, num_bins, prior_strength):
     beta = strength - alpha
     log_score = float(
         np.sum(
-            gammaln(strength)
-            - gammaln(counts + strength)
-            + gammaln(positives + alpha)
-            - gammaln(alpha)
-            + gammaln(counts - positives + beta)
-            - gammaln(beta)
+            _gammaln(strength)
+            - _gammaln(counts + strength)
+            + _gammaln(positives + alpha)
+            - _gammaln(alpha)
+            + _gammaln(counts - positives + beta)
+            - _gammaln(beta)
         )
     )
     return edges, log_score, (positives + alpha) / (counts + strength)

@@ -125,3 +125,26 @@ def test_jax_key_from_bits_changes_with_any_entry():
     assert len(keys) == x.size + 2
     for dtype in ("float16", "bfloat16", "float32"):
         assert np.asarray(jax_key_from_bits(key, jnp.asarray(x, dtype))).shape == (2,)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_the_package_imports_and_fits_bbq_without_scipy_or_sklearn(backend):
+    """The core needs only Keras and NumPy: SciPy and scikit-learn are extras, and the wheel's
+    smoke test with only the `tensorflow` extra installs neither. (JAX itself needs SciPy.)"""
+    pytest.importorskip(backend)
+    code = (
+        f"import os, sys; os.environ['KERAS_BACKEND'] = '{backend}'; "
+        "sys.modules['scipy'] = None; sys.modules['sklearn'] = None; "  # as if not installed
+        "import numpy as np, keras, keras_normkit; "
+        "from keras_normkit import activations, calibration, callbacks, constraints, export, "
+        "initializers, layers, metrics, plotting, regularizers, schedules, utils; "
+        "rng = np.random.default_rng(0); p = rng.uniform(size=(400, 1)).astype('float32'); "
+        "y = (rng.uniform(size=(400, 1)) < p).astype('float32'); "
+        "model = keras.Sequential([keras.Input((1,)), keras.layers.Identity()]); "
+        "bbq = calibration.BayesianBinning(model, output='probabilities'); "
+        "bbq.calibrate(p, y); "
+        "print('ok', bool(np.isfinite(bbq.predict(p, verbose=0)).all()))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok True")
