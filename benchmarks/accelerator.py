@@ -3,6 +3,7 @@
     python benchmarks/accelerator.py --json accelerator.json            # the full run
     python benchmarks/accelerator.py --quick --json /tmp/quick.json     # CI, on a CPU
     python benchmarks/accelerator.py --backends jax --pairs qrn_gru --json qrn.json
+    python benchmarks/accelerator.py --report results.json              # its Markdown table
 
 Each backend runs in its own subprocess (`KERAS_BACKEND` is fixed per process): JAX and
 PyTorch, and TensorFlow where it is installed (`--backends` picks some). A backend's process
@@ -37,6 +38,10 @@ subprocess's stderr if it failed), `keras` and `keras_normkit` (versions), `devi
 and `cases`: one entry per (pair, call, B, T) with `ours_s` and `theirs_s` (seconds, best
 round's median), `ratio`, `ratio_min`, `jit_compile` and `skipped` (`null`, or why the case
 did not run).
+
+`--report PATH` prints the Markdown table of a JSON (`markdown_table`): one row per case,
+each backend's times (ours / Keras's, milliseconds) and ratio; `benchmarks/README.md`
+holds that table for every recorded run, and a test checks it against the JSON.
 """
 
 import argparse
@@ -304,6 +309,38 @@ def run_backend(backend, args, pairs, seconds):
     return part
 
 
+BACKEND_NAMES = {"jax": "JAX", "torch": "PyTorch", "tensorflow": "TensorFlow"}
+
+
+def markdown_table(report):
+    """The Markdown table of a run's JSON: one row per case, per backend ours / Keras's time
+    (ms) and their ratio (a case a backend did not reach reads "not run")."""
+    backends = list(report["backends"])
+    header = "| pair | call | B | T |" + "".join(
+        f" {BACKEND_NAMES.get(b, b)}: ours / Keras (ms) | ratio |" for b in backends
+    )
+    lines = [header, "|" + " --- |" * (4 + 2 * len(backends))]
+    by_backend = {
+        b: {(c["pair"], c["call"], c["batch"], c["steps"]): c for c in part["cases"]}
+        for b, part in report["backends"].items()
+    }
+    for case in report["settings"]["cases"]:
+        for call in CALLS:
+            key = (case["pair"], call, case["batch"], case["steps"])
+            ours, theirs = PAIRS[case["pair"]][:2]
+            row = f"| {ours} / {theirs} | {call} | {case['batch']} | {case['steps']} |"
+            for b in backends:
+                c = by_backend[b].get(key)
+                if c is None or c["skipped"] is not None:
+                    row += " not run | |"
+                else:
+                    row += (
+                        f" {1e3 * c['ours_s']:.1f} / {1e3 * c['theirs_s']:.1f} | {c['ratio']:.2f} |"
+                    )
+            lines.append(row)
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", required=False, help="where to write the results")
@@ -311,10 +348,14 @@ def main(argv=None):
     parser.add_argument("--backends", default=None, help="e.g. 'jax,torch' (default: installed)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="of " + ", ".join(PAIRS))
     parser.add_argument("--max-minutes", type=float, default=MAX_MINUTES)
+    parser.add_argument("--report", default=None, help="print the Markdown table of a JSON")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.report:
+        print(markdown_table(json.loads(Path(args.report).read_text())))
+        return
     pairs = args.pairs.split(",")
     unknown = [p for p in pairs if p not in PAIRS]
     if unknown:

@@ -121,3 +121,41 @@ def test_a_failed_backend_process_leaves_its_cases_marked_not_reached():
         ("qrn_gru", "predict"),
     ]
     assert all(c["skipped"].startswith("not reached: exit ") for c in part["cases"])
+
+
+def test_the_readme_table_is_the_recorded_run():
+    """benchmarks/README.md's accelerator table is `markdown_table` of the committed JSON."""
+    recorded = _DIR / "results" / "accelerator_h200_2026-12-04.json"
+    report = json.loads(recorded.read_text())
+    assert not report["quick"]
+    assert {b: part["ok"] for b, part in report["backends"].items()} == {
+        "jax": True,
+        "torch": True,
+    }
+    readme = (_DIR / "README.md").read_text()
+    table = readme.split("<!-- accelerator-table -->\n")[1].split("\n<!-- /accelerator-table -->")[
+        0
+    ]
+    assert table == accelerator.markdown_table(report)
+    # One row per planned case and call, each with both backends' figures.
+    assert table.count("\n") - 1 == 2 * len(report["settings"]["cases"]) == 32
+    assert "not run" not in table
+
+
+def test_markdown_table_marks_cases_not_reached():
+    report = {
+        "settings": {"cases": [{"pair": "qrn_gru", "batch": 4, "steps": 10, "units": 8}]},
+        "backends": {
+            "jax": {
+                "cases": [
+                    {"pair": "qrn_gru", "call": "train", "batch": 4, "steps": 10,
+                     "skipped": None, "ours_s": 0.002, "theirs_s": 0.004, "ratio": 0.5},
+                    {"pair": "qrn_gru", "call": "predict", "batch": 4, "steps": 10,
+                     "skipped": "time budget"},
+                ]
+            }
+        },
+    }  # fmt: skip
+    lines = accelerator.markdown_table(report).splitlines()
+    assert lines[2] == "| QRN / GRU | train | 4 | 10 | 2.0 / 4.0 | 0.50 |"
+    assert lines[3] == "| QRN / GRU | predict | 4 | 10 | not run | |"

@@ -33,12 +33,11 @@ def value_and_grads(fn, args, upstream):
 
         y, vjp = jax.vjp(fn, *args)
         return np.asarray(y), [np.asarray(g) for g in vjp(upstream.astype(y.dtype))]
-    import torch
-
-    args = [torch.tensor(a, requires_grad=True) for a in args]
+    # On Keras's device (a GPU where there is one), as the layers' own tensors are.
+    args = [keras.ops.convert_to_tensor(a).requires_grad_(True) for a in args]
     y = fn(*args)
-    (y * torch.tensor(upstream)).sum().backward()
-    return y.detach().numpy(), [a.grad.numpy() for a in args]
+    (y * keras.ops.convert_to_tensor(upstream)).sum().backward()
+    return y.detach().cpu().numpy(), [a.grad.cpu().numpy() for a in args]
 
 
 def keras_layer_norm(epsilon, shape):
