@@ -127,14 +127,11 @@ def main(argv=None):
             row = run(
                 x, y, fold, splits[fold], method, grid, args, log=lambda s: print(s, flush=True)
             )
-            print(
+            message = (
                 f"    -> {row['layers']} layers, validation AUC {row['validation']:.4f}, "
-                f"test AUC {row['test']:.4f} ({row['wall_s']} s)",
-                flush=True,
+                f"test AUC {row['test']:.4f} ({row['wall_s']} s)"
             )
-            rows.append(row)
-            if args.json:
-                snn_train.merge_rows(args.json, [row], KEY)
+            snn_train.record(row, rows, args.json, KEY, message)
     return rows
 
 

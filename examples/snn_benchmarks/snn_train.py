@@ -205,6 +205,15 @@ def load_rows(path):
     return json.loads(path.read_text())
 
 
+def record(row, rows, path, key_fields, message):
+    """A finished row: print `message`, append the row to `rows` and, when `path` is set,
+    merge it into that JSON at once (an interrupted run keeps every row it finished)."""
+    print(message, flush=True)
+    rows.append(row)
+    if path:
+        merge_rows(path, [row], key_fields)
+
+
 def merge_rows(path, new_rows, key_fields):
     """Merge rows into the JSON list at `path` (a row replaces one with the same key)."""
     rows = load_rows(path)

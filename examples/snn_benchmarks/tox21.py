@@ -139,15 +139,12 @@ def main(argv=None):
                 if ("tox21", method, layers, repetition) in done and not args.redo:
                     continue
                 row = run(arrays, method, layers, repetition, args)
-                print(
+                message = (
                     f"{method:10s} {layers:2d} layers, repetition {repetition}: validation "
                     f"{row['validation']:.4f}, test {row['test']:.4f} (epoch {row['epoch']}, "
-                    f"{row['wall_s']} s)",
-                    flush=True,
+                    f"{row['wall_s']} s)"
                 )
-                rows.append(row)
-                if args.json:
-                    snn_train.merge_rows(args.json, [row], KEY)
+                snn_train.record(row, rows, args.json, KEY, message)
     return rows
 
 

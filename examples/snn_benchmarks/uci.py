@@ -145,14 +145,11 @@ def main(argv=None):
                 flush=True,
             )
             row = run(dataset, method, grid, args, log=lambda s: print(s, flush=True))
-            print(
+            message = (
                 f"    -> {row['layers']} layers, validation {row['validation']:.4f}, "
-                f"test {row['test']:.4f} ({row['wall_s']} s)",
-                flush=True,
+                f"test {row['test']:.4f} ({row['wall_s']} s)"
             )
-            rows.append(row)
-            if args.json:
-                snn_train.merge_rows(args.json, [row], KEY)
+            snn_train.record(row, rows, args.json, KEY, message)
     return rows
 
 

@@ -262,6 +262,13 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
         self._check_calibrated("report a fitted map")
 
 
+def assign_table_pair(first, first_rows, second, second_rows, first_fill=None):
+    """Store a fit's two tables of per-column rows (breakpoints, values) into the weights
+    `first` and `second`, each row padded to the weight's width (`padded_rows`)."""
+    first.assign(padded_rows(first_rows, first.shape, fill=first_fill))
+    second.assign(padded_rows(second_rows, second.shape))
+
+
 class _SizedTablesCalibrator(_OneVsRestCalibrator):
     """A one-vs-rest wrapper whose map is two tables of shape `(c, num_breakpoints)`.
 
@@ -318,5 +325,4 @@ class _SizedTablesCalibrator(_OneVsRestCalibrator):
                 f"wrapper, e.g. {name}(model, num_breakpoints={2 * needed})."
             )
         first, second = (getattr(self, name) for name, _ in self._tables)
-        first.assign(padded_rows(first_rows, first.shape, fill=first_fill))
-        second.assign(padded_rows(second_rows, second.shape))
+        assign_table_pair(first, first_rows, second, second_rows, first_fill)

@@ -314,8 +314,9 @@ class HistogramBinning(_OneVsRestCalibrator):
             self.min_samples_per_bin,
         )
         edges = [_round_down_to_float32(e) for e in fitted.edges]
-        self.bin_edges.assign(_one_vs_rest.padded_rows(edges, self.bin_edges.shape, fill=1.0))
-        self.bin_values.assign(_one_vs_rest.padded_rows(fitted.values, self.bin_values.shape))
+        _one_vs_rest.assign_table_pair(
+            self.bin_edges, edges, self.bin_values, fitted.values, first_fill=1.0
+        )
 
     @property
     def calibration_map_(self):
