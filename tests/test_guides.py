@@ -120,3 +120,28 @@ def test_tensorboard_example_writes_our_values(tmp_path):
     # tanh outputs: the logged mean is a mean of values in (-1, 1) and the variance below 1.
     assert all(-1 < m < 1 for m in scalars["epoch_hidden/mean"])
     assert all(0 < v < 1 for v in scalars["epoch_hidden/variance"])
+
+
+_NOTEBOOK_TABLE = re.compile(
+    r"<!-- notebook-table:(\w+) -->\n(.*?)\n<!-- /notebook-table -->", re.S
+)
+
+
+def test_notebook_tables_in_the_guides_are_the_notebooks_output():
+    """A table marked `<!-- notebook-table:NAME -->` is printed, as is, by the committed
+    `notebooks/NAME.ipynb` (rebuilt with notebooks/build.py): the guide cannot drift from it."""
+    nbformat = pytest.importorskip("nbformat")
+    found = 0
+    for page in PAGES:
+        for name, table in _NOTEBOOK_TABLE.findall(page.read_text()):
+            notebook = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+            printed = "".join(
+                output.get("text", "")
+                for cell in notebook.cells
+                if cell.cell_type == "code"
+                for output in cell.get("outputs", [])
+                if output.get("output_type") == "stream"
+            )
+            assert table.strip() in printed, f"{page.name}: the {name} table is not its output"
+            found += 1
+    assert found >= 1
