@@ -36,8 +36,9 @@ The JSON (`--json PATH`): `schema` (1), `quick`, `started_utc`, `wall_s`, `setti
 timing protocol and every case planned), and per backend `ok`, `error` (the end of the
 subprocess's stderr if it failed), `keras` and `keras_normkit` (versions), `device` (a dict)
 and `cases`: one entry per (pair, call, B, T) with `ours_s` and `theirs_s` (seconds, best
-round's median), `ratio`, `ratio_min`, `jit_compile` and `skipped` (`null`, or why the case
-did not run).
+round's median), `ratio`, `ratio_min`, `jit_compile` (what Keras resolved) and `skipped`
+(`null`, or why the case did not run). `--jit-compile true|false` sets `jit_compile` of both
+models of every pair instead of Keras's default (`settings.jit_compile` records it).
 
 `--report PATH` prints the Markdown table of a JSON (`markdown_table`): one row per case,
 each backend's times (ours / Keras's, milliseconds) and ratio; `benchmarks/README.md`
@@ -156,7 +157,7 @@ def _layers():
     }
 
 
-def build(name, batch, steps, units):
+def build(name, batch, steps, units, jit_compile="auto"):
     """`(model, inputs, targets)` of one side of a pair, compiled (Adam, MSE)."""
     import keras
     import numpy as np
@@ -175,26 +176,26 @@ def build(name, batch, steps, units):
         model = keras.Sequential([keras.Input((steps, FEATURES)), _layers()[name](units)])
         inputs = rng.normal(size=(batch, steps, FEATURES)).astype("float32")
     targets = rng.normal(size=(batch, units)).astype("float32")
-    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=jit_compile)
     return model, inputs, targets
 
 
-def run_case(pair, batch, steps, units, settings):
+def run_case(pair, batch, steps, units, settings, jit_compile="auto"):
     """The timings of one case: a list of two entries (train, predict)."""
     import numpy as np
     from _timing import best_round_median, interleaved, minimum
 
     ours_name, theirs_name, _, _ = PAIRS[pair]
-    ours = build(ours_name, batch, steps, units)
+    ours = build(ours_name, batch, steps, units, jit_compile)
     if pair == "qrn_gru":  # the GRU reads QRN's x alone, (B, T, units)
         import keras
 
         keras.utils.set_random_seed(0)
         gru = keras.Sequential([keras.Input((steps, units)), keras.layers.GRU(units)])
-        gru.compile(keras.optimizers.Adam(1e-3), "mse")
+        gru.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=jit_compile)
         theirs = (gru, ours[1][0], ours[2])
     else:
-        theirs = build(theirs_name, batch, steps, units)
+        theirs = build(theirs_name, batch, steps, units, jit_compile)
     entries = []
     for call in CALLS:
         fns = {}
@@ -230,7 +231,7 @@ def _jit(model):
     return value if isinstance(value, bool) else str(value)
 
 
-def child(backend, quick, pairs, deadline, out_path):
+def child(backend, quick, pairs, deadline, out_path, jit_compile="auto"):
     """Runs in the backend's process: writes its part of the JSON to `out_path`."""
     import keras
 
@@ -254,7 +255,7 @@ def child(backend, quick, pairs, deadline, out_path):
             continue
         keras.backend.clear_session()
         try:
-            for entry in run_case(pair, batch, steps, units, settings):
+            for entry in run_case(pair, batch, steps, units, settings, jit_compile):
                 result["cases"].append({**base, **entry, "skipped": None})
         except Exception as error:  # noqa: BLE001 - recorded, the other cases still run
             for call in CALLS:
@@ -281,6 +282,7 @@ def run_backend(backend, args, pairs, seconds):
         command = [
             sys.executable, __file__, "--child", backend, "--child-out", str(out),
             "--deadline", str(time.time() + seconds), "--pairs", ",".join(pairs),
+            "--jit-compile", args.jit_compile,
         ] + (["--quick"] if args.quick else [])  # fmt: skip
         start = time.time()
         error = None
@@ -348,6 +350,12 @@ def main(argv=None):
     parser.add_argument("--backends", default=None, help="e.g. 'jax,torch' (default: installed)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="of " + ", ".join(PAIRS))
     parser.add_argument("--max-minutes", type=float, default=MAX_MINUTES)
+    parser.add_argument(
+        "--jit-compile",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="`jit_compile` of both models of a pair (default: Keras's own, 'auto')",
+    )
     parser.add_argument("--report", default=None, help="print the Markdown table of a JSON")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
@@ -362,7 +370,8 @@ def main(argv=None):
         parser.error(f"--pairs: unknown {unknown}; known: {list(PAIRS)}")
     if args.child:
         sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # this tree's keras_normkit
-        child(args.child, args.quick, pairs, args.deadline, args.child_out)
+        jit = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+        child(args.child, args.quick, pairs, args.deadline, args.child_out, jit)
         return
     backends = args.backends.split(",") if args.backends else installed_backends()
     unknown = [b for b in backends if b not in BACKENDS]
@@ -377,6 +386,7 @@ def main(argv=None):
         "settings": {
             **(QUICK if args.quick else FULL),
             "max_minutes": args.max_minutes,
+            "jit_compile": args.jit_compile,
             "cases": [
                 dict(zip(("pair", "batch", "steps", "units"), case, strict=True))
                 for case in cases(args.quick, pairs)
