@@ -112,7 +112,7 @@ def test_quick_run_of_the_current_backend_writes_the_schema(tmp_path):
 
 
 def test_a_failed_backend_process_leaves_its_cases_marked_not_reached():
-    args = argparse.Namespace(quick=True)
+    args = argparse.Namespace(quick=True, jit_compile="auto")
     part = accelerator.run_backend("no_such_backend", args, ["qrn_gru"], 60)
     assert part["ok"] is False and part["error"].startswith("exit ")
     assert part["device"] is None
@@ -159,3 +159,18 @@ def test_markdown_table_marks_cases_not_reached():
     lines = accelerator.markdown_table(report).splitlines()
     assert lines[2] == "| QRN / GRU | train | 4 | 10 | 2.0 / 4.0 | 0.50 |"
     assert lines[3] == "| QRN / GRU | predict | 4 | 10 | not run | |"
+
+
+def test_jit_compile_reaches_both_models(tmp_path, monkeypatch):
+    """`--jit-compile true` compiles ours and Keras's model of a pair (recorded per case)."""
+    monkeypatch.syspath_prepend(str(_DIR))  # `_timing`, as the child process has it
+    out = tmp_path / "part.json"
+    backend = keras.backend.backend()
+    # On PyTorch, True means torch.compile: minutes on a CPU, so the flag is checked with False.
+    jit = backend != "torch"
+    accelerator.child(backend, True, ["qrn_gru"], math.inf, out, jit)
+    cases = json.loads(out.read_text())["cases"]
+    assert [(c["call"], c["skipped"], c["jit_compile"]) for c in cases] == [
+        ("train", None, jit),
+        ("predict", None, jit),
+    ]
