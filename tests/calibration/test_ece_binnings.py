@@ -63,16 +63,12 @@ def test_float64_confidences_on_the_edges_fall_in_the_same_bins(num_bins):
     np.testing.assert_array_equal(counts, calibration_bins(p, y, num_bins).counts)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the float32 metric compares with float32(m / M), which is above m / M for M = "
-    "5, 10, 15 (e.g. float32(0.2) = 0.2000000030): a float32 confidence equal to it is put "
-    "in bin m, NumPy (float64 edges) puts it in bin m + 1. Fix in metrics.py: compare with "
-    "the largest float32 <= m / M.",
-)
 @pytest.mark.parametrize("num_bins", [5, 10, 15])
-def test_float32_confidences_on_the_edges_fall_in_the_same_bins(num_bins):
-    p = _on_and_next_to_edges(num_bins, np.float32)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_low_precision_confidences_on_the_edges_fall_in_the_same_bins(num_bins, dtype):
+    """float32(m / M) is above m / M for M = 5, 10, 15 (float32(0.2) = 0.2000000030): a
+    confidence equal to it is above the edge, in the metric as in NumPy's float64 binning."""
+    p = _on_and_next_to_edges(num_bins, np.dtype(dtype).type)
     y = np.zeros(len(p), int)
-    counts, _ = _metric_counts(p, y, num_bins, "float32")
+    counts, _ = _metric_counts(p, y, num_bins, dtype)
     np.testing.assert_array_equal(counts, calibration_bins(p, y, num_bins).counts)
