@@ -14,8 +14,9 @@
 # Here: scikit-learn's 8×8 digits with a small training set (400 images; 1,397 held out for
 # the test), an MLP with batch norm, input noise and dropout, SGD with momentum at a constant
 # rate for 60 epochs, the weights averaged from epoch 30 on. Five seeds; for each, the test
-# error and the ECE (15 equal-width bins) of the last iterate, of the average with the
-# iterates' stale BN statistics, and of the average with recomputed ones.
+# error, the ECE (15 equal-width bins) and the NLL (a proper scoring rule: it rewards honest
+# confidence on every example, not only bin averages) of the last iterate, of the average
+# with the iterates' stale BN statistics, and of the average with recomputed ones.
 
 # %%
 import os
@@ -29,7 +30,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from keras_normkit.calibration import expected_calibration_error
+from keras_normkit.calibration import expected_calibration_error, negative_log_likelihood
 from keras_normkit.callbacks import StochasticWeightAveraging
 
 plt.rcParams["figure.dpi"] = 72
@@ -59,11 +60,12 @@ def make_model():
 
 
 def measure(model):
-    """Test error and ECE, in %."""
+    """Test error and ECE (in %), and NLL (nats)."""
     logits = model.predict(x_test, batch_size=512, verbose=0)
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits))
     error = 100 * np.mean(probabilities.argmax(axis=1) != y_test)
-    return error, 100 * expected_calibration_error(probabilities, y_test)
+    ece = 100 * expected_calibration_error(probabilities, y_test)
+    return error, ece, negative_log_likelihood(probabilities, y_test)
 
 
 def batch_norm_statistics(model):
@@ -102,9 +104,10 @@ for seed in SEEDS:
     averaged_stale = measure(model)
     rows.append({"seed": seed, "last": last, "stale": averaged_stale, "swa": recomputed})
     print(
-        f"seed {seed}: error / ECE %  last iterate {last[0]:.2f} / {last[1]:.2f}   "
-        f"SWA, stale BN {averaged_stale[0]:.2f} / {averaged_stale[1]:.2f}   "
-        f"SWA {recomputed[0]:.2f} / {recomputed[1]:.2f}   ({swa.count} weights averaged)"
+        f"seed {seed}: error % / ECE % / NLL  last iterate "
+        f"{last[0]:.2f} / {last[1]:.2f} / {last[2]:.4f}   SWA, stale BN {averaged_stale[0]:.2f}"
+        f" / {averaged_stale[1]:.2f} / {averaged_stale[2]:.4f}   SWA {recomputed[0]:.2f} / "
+        f"{recomputed[1]:.2f} / {recomputed[2]:.4f}   ({swa.count} weights averaged)"
     )
 
 # %% [markdown]
@@ -116,22 +119,26 @@ for seed in SEEDS:
 
 # %%
 names = {"last": "last iterate", "stale": "SWA, stale BN statistics", "swa": "SWA (recomputed BN)"}
-print(f"{'':28} {'test error %':>18} {'ECE %':>16}")
+print(f"{'':28} {'test error %':>18} {'ECE %':>16} {'NLL':>18}")
 for key, name in names.items():
     values = np.array([row[key] for row in rows])
     mean, sd = values.mean(axis=0), values.std(axis=0, ddof=1)
-    print(f"{name:28} {mean[0]:9.2f} ± {sd[0]:5.2f} {mean[1]:8.2f} ± {sd[1]:5.2f}")
+    print(
+        f"{name:28} {mean[0]:9.2f} ± {sd[0]:5.2f} {mean[1]:8.2f} ± {sd[1]:5.2f} "
+        f"{mean[2]:9.4f} ± {sd[2]:6.4f}"
+    )
 difference = np.array([np.subtract(row["swa"], row["last"]) for row in rows])
 better = (difference < 0).sum(axis=0)
-print(
-    f"\nSWA − last iterate, per seed: error {np.round(difference[:, 0], 2).tolist()} "
-    f"(lower on {better[0]} of {len(rows)} seeds), "
-    f"ECE {np.round(difference[:, 1], 2).tolist()} (lower on {better[1]} of {len(rows)})"
-)
+print("\nSWA − last iterate, per seed:")
+for column, (label, digits) in enumerate((("error", 2), ("ECE", 2), ("NLL", 4))):
+    print(
+        f"  {label:5} {np.round(difference[:, column], digits).tolist()} "
+        f"(lower on {better[column]} of {len(rows)} seeds)"
+    )
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-for axis, column, label in ((axes[0], 0, "test error %"), (axes[1], 1, "ECE %")):
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+for axis, column, label in zip(axes, range(3), ("test error %", "ECE %", "NLL"), strict=True):
     for key, name in names.items():
         axis.plot(list(SEEDS), [row[key][column] for row in rows], "o-", label=name)
     axis.set_xlabel("seed")
@@ -148,7 +155,10 @@ fig.tight_layout()
 # leave wide error bars, so read the paired differences, not single seeds.
 #
 # In the run committed with this notebook (TensorFlow backend, CPU): the average lowered the
-# test error on all five seeds (3.58 ± 0.56 % → 2.99 ± 0.11 %), and left the ECE where it was
-# (0.99 ± 0.27 % → 0.95 ± 0.22 %: lower on three seeds of five, within the noise); with the
-# stale statistics the ECE rose to 1.43 ± 0.24 %. So on this task SWA buys accuracy, not
-# calibration; recomputing the BN statistics is what keeps it from costing calibration.
+# test error on all five seeds (3.58 ± 0.56 % → 2.99 ± 0.11 %) and the NLL on all five
+# (0.124 ± 0.022 → 0.100 ± 0.009: better confidence on the examples themselves), and left the
+# equal-width ECE where it was (0.99 ± 0.27 % → 0.95 ± 0.22 %: lower on three seeds of five,
+# within the noise of ~40 test errors spread over 15 bins); with the stale statistics the ECE
+# rose to 1.43 ± 0.24 % and the NLL gain shrank to 0.112. So on this task SWA buys accuracy
+# and a better proper score, not a measurably lower ECE; recomputing the BN statistics is
+# what keeps it from costing calibration.
