@@ -269,6 +269,10 @@ class _LayerNormRNNBase(keras.layers.RNN):
             **kwargs,
         )
         self.input_spec = keras.layers.InputSpec(ndim=3)
+        # The output mask (`compute_mask`: the input's, with `return_sequences`) reaches the
+        # layers after this one. Set here: keras-nightly's `RNN` (3.16.0.dev2026102704) sets
+        # `supports_masking = False`, which drops it and warns on every masked call.
+        self.supports_masking = True
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)

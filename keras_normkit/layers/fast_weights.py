@@ -442,6 +442,10 @@ class FastWeightsRNN(keras.layers.RNN):
             **kwargs,
         )
         self.input_spec = keras.layers.InputSpec(ndim=3)
+        # The output mask (`compute_mask`: the input's, with `return_sequences`) reaches the
+        # layers after this one. Set here: keras-nightly's `RNN` (3.16.0.dev2026102704) sets
+        # `supports_masking = False`, which drops it and warns on every masked call.
+        self.supports_masking = True
         self.implementation = implementation
         self._zero_initial_fast_weights = True
 
