@@ -218,7 +218,40 @@ def tox21_table(rows):
         "Mean test AUC (%) over the 12 assays and the repetitions done (n); the paper's "
         "on its DeepTox features and the challenge's test set.",
     ]
+    verdict = tox21_shape(rows)
+    if verdict:
+        lines += ["", verdict]
     return "\n".join(lines) + "\n"
+
+
+def tox21_shape(rows, up_to=16):
+    """The issue's target, the paper's shape: SNN within 1 point of its best mean AUC at every
+    depth up to `up_to` layers, while BatchNorm's falls with depth (once every row is done)."""
+    if len(rows) < PLANNED["tox21"]:
+        return ""
+    mean = {
+        (m, d): 100 * np.mean([r["test"] for r in rows if r["method"] == m and r["layers"] == d])
+        for m in ("snn", "batchnorm", "layernorm")
+        for d in sorted({r["layers"] for r in rows})
+    }
+    depths = sorted({d for _, d in mean if d <= up_to})
+    snn = [mean["snn", d] for d in depths]
+    best = max(snn)
+    gap = best - min(snn)
+    bn = [mean["batchnorm", d] for d in depths]
+    deepest = max(d for _, d in mean)
+    falls = bn[-1] < max(bn)
+    ok = gap <= 1.0 and falls
+    return (
+        f"Target (the paper's shape up to {up_to} layers): {'met' if ok else 'not met'}. "
+        f"SNN's mean AUC stays within {gap:.2f} points of its best ({best:.2f} at "
+        f"{depths[snn.index(best)]} layers) from {depths[0]} to {up_to} layers; BatchNorm's "
+        f"falls from {max(bn):.2f} ({depths[bn.index(max(bn))]} layers) to {bn[-1]:.2f} at "
+        f"{up_to}. At {deepest} layers every method falls (SNN {mean['snn', deepest]:.1f}, "
+        f"BatchNorm {mean['batchnorm', deepest]:.1f}, LayerNorm "
+        f"{mean['layernorm', deepest]:.1f}), where the paper's SNN keeps "
+        f"{PAPER_TOX21['snn'][deepest]:.1f}."
+    )
 
 
 def activation_table(runs):

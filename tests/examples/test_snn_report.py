@@ -82,3 +82,39 @@ def test_htru2_target_uses_only_folds_with_every_method():
     table = report.htru2_table(rows)
     assert "2 folds with all 7 methods done: not met" in table
     assert "| MSRAinit | 3 | 0.8327 |" in table  # the table itself counts every fold done
+
+
+def _tox21_rows(auc):
+    """All 75 rows, every repetition at `auc[method][depth]`."""
+    return [
+        {"method": m, "layers": d, "repetition": k, "test": auc[m][d]}
+        for m in ("snn", "batchnorm", "layernorm")
+        for d in (2, 4, 8, 16, 32)
+        for k in range(5)
+    ]
+
+
+def test_tox21_shape_verdict():
+    flat = {2: 0.76, 4: 0.768, 8: 0.759, 16: 0.7585, 32: 0.64}
+    falling = {2: 0.75, 4: 0.756, 8: 0.744, 16: 0.72, 32: 0.53}
+    verdict = report.tox21_shape(
+        _tox21_rows({"snn": flat, "batchnorm": falling, "layernorm": falling})
+    )
+    assert verdict.startswith("Target (the paper's shape up to 16 layers): met.")
+    assert "within 0.95 points of its best (76.80 at 4 layers)" in verdict
+    assert "falls from 75.60 (4 layers) to 72.00 at 16" in verdict
+    # SNN dropping by more than a point before 16 layers, or a BatchNorm that does not fall.
+    dropping = {**flat, 16: 0.755}
+    assert ": not met." in report.tox21_shape(
+        _tox21_rows({"snn": dropping, "batchnorm": falling, "layernorm": falling})
+    )
+    rising = {2: 0.70, 4: 0.71, 8: 0.72, 16: 0.73, 32: 0.74}
+    assert ": not met." in report.tox21_shape(
+        _tox21_rows({"snn": flat, "batchnorm": rising, "layernorm": falling})
+    )
+    assert (
+        report.tox21_shape(
+            _tox21_rows({"snn": flat, "batchnorm": falling, "layernorm": falling})[:-1]
+        )
+        == ""
+    )
