@@ -29,6 +29,10 @@ resumes where it stopped; `--report` only prints the table of a JSON file.
     python examples/fast_weights_table.py --report --budget tuned tuned-decay \
         --json fast_weights_table.json
 
+`--write-block FILE MARKER` (with `--report`) writes the table between `<!-- MARKER -->`
+and `<!-- /MARKER -->` in FILE, `--write-side-by-side FILE MARKER` the side-by-side table:
+the guide's tables are generated from the JSON, never copied (a test compares them).
+
 With several budgets, `--report` also prints them side by side, one row per model.
 """
 
@@ -42,6 +46,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import associative_retrieval as ar  # noqa: E402
+from markdown_blocks import write_block  # noqa: E402
 
 #: Ba et al. (2016), Table 1: test error (%) on associative retrieval, K = 4.
 PAPER = {
@@ -185,6 +190,15 @@ def main():
     )
     parser.add_argument("--json", required=True, help="results file (merged, resumable)")
     parser.add_argument("--report", action="store_true", help="only print the table")
+    parser.add_argument(
+        "--write-block", nargs=2, metavar=("FILE", "MARKER"), help="with --report: the table"
+    )
+    parser.add_argument(
+        "--write-side-by-side",
+        nargs=2,
+        metavar=("FILE", "MARKER"),
+        help="with --report: the budgets side by side",
+    )
     args = parser.parse_args()
     path = pathlib.Path(args.json)
     results = json.loads(path.read_text()) if path.exists() else {}
@@ -211,9 +225,13 @@ def main():
                         if name not in results:
                             print(f"=== {name}", flush=True)
                             save(name, run_one(budget, kind, units, lr, seed, data, args.updates))
+    table_args = (results, args.budget, args.models, args.units, seeds, fw50_seeds)
+    for target, table in ((args.write_block, report), (args.write_side_by_side, side_by_side)):
+        if target:
+            write_block(*target, table(*table_args))
     tables = (report, side_by_side) if len(args.budget) > 1 else (report,)
     for table in tables:
-        print(table(results, args.budget, args.models, args.units, seeds, fw50_seeds) + "\n")
+        print(table(*table_args) + "\n")
 
 
 def run_one(budget, kind, units, lr, seed, data, updates=None):

@@ -56,10 +56,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))  # markdown_blocks
 
 import data as babi_data  # noqa: E402
 import generate  # noqa: E402
 import model as babi_model  # noqa: E402
+from markdown_blocks import write_block  # noqa: E402
 
 
 class Curves(keras.callbacks.Callback):
@@ -545,18 +547,6 @@ def summary(saved, set_name, models=("qrn", "lstm")):
         failed = sum(e > 5 for e in errors)
         lines.append(f"| {label} | **{np.mean(errors):.1f} %** | **{failed}** |")
     return "\n".join(lines)
-
-
-def write_block(path, marker, text):
-    """Replaces what lies between `<!-- marker -->` and `<!-- /marker -->` in the file
-    `path` by `text` (the markers stay); the table is then written in one place, its JSON."""
-    path = pathlib.Path(path)
-    content = path.read_text()
-    start, end = f"<!-- {marker} -->\n", f"<!-- /{marker} -->"
-    if content.count(start) != 1 or content.count(end) != 1:
-        raise ValueError(f"{path} must hold {start.strip()} and {end} once each.")
-    head, rest = content.split(start)
-    path.write_text(head + start + text.rstrip("\n") + "\n" + end + rest.split(end, 1)[1])
 
 
 def main_real(args):

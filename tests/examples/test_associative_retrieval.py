@@ -250,3 +250,22 @@ def test_fast_weights_learns_reduced_task():
     )
     _, test_acc = model.evaluate(x_test, y_test, batch_size=1000, verbose=0)
     assert test_acc >= 0.90, f"test accuracy {test_acc:.3f}; curve {curve}"
+
+
+def test_the_guide_tables_are_the_json():
+    """docs/guides/fast_weights.md's Table 1 blocks are generated from the committed JSON
+    (`fast_weights_table.py --report ... --write-block / --write-side-by-side`)."""
+    import json
+
+    from markdown_blocks import read_block
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    results = json.loads((root / "notebooks" / "data" / "fast_weights_table.json").read_text())
+    guide = root / "docs" / "guides" / "fast_weights.md"
+    seeds, fw50 = [0, 1, 2], [0, 1, 2, 3, 4]
+    expected = table.report(
+        results, ["tuned", "paper"], ["fw", "lstm", "irnn"], [20, 50], seeds, fw50
+    )
+    assert read_block(guide, "FW_TABLE") == expected
+    decay = table.side_by_side(results, ["tuned", "tuned-decay"], ["lstm"], [50], seeds, fw50)
+    assert read_block(guide, "FW_TABLE_DECAY") == decay
