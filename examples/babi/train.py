@@ -699,6 +699,13 @@ def main():
         metavar=("FILE", "MARKER"),
         help="with --report: write the averages between <!-- MARKER --> markers in FILE",
     )
+    parser.add_argument(
+        "--write-report",
+        nargs=2,
+        default=None,
+        metavar=("FILE", "MARKER"),
+        help="with --report: write the per-task table between <!-- MARKER --> markers in FILE",
+    )
     args = parser.parse_args()
     if args.report:
         saved = json.loads(pathlib.Path(args.report).read_text())
@@ -706,6 +713,8 @@ def main():
         if args.write_block:  # FILE MARKER: the summary, between the markers of FILE
             path, marker = args.write_block
             return write_block(path, marker, summary(saved, args.set or "1k", models))
+        if args.write_report:  # FILE MARKER: the per-task table
+            return write_block(*args.write_report, report(saved, args.set or "1k", models))
         return print(report(saved, args.set or "1k", models))
     if args.data is not None or args.set is not None:
         args.set = args.set or "1k"

@@ -344,3 +344,16 @@ def test_summary_is_written_between_the_markers(babi, tmp_path):
     assert readme.read_text() == f"before\n<!-- BLOCK -->\n{text}\n<!-- /BLOCK -->\nafter\n"
     with pytest.raises(ValueError, match="OTHER"):
         train.write_block(readme, "OTHER", text)
+
+
+def test_the_per_direction_block_is_the_json(babi):
+    """examples/babi/README.md's per-direction table is `report` of the committed JSON."""
+    import json
+
+    from markdown_blocks import read_block
+
+    _, train = babi
+    root = BABI.parents[1]
+    saved = json.loads((root / "notebooks" / "data" / "qrn_babi_1k_v2.json").read_text())
+    block = read_block(BABI / "README.md", "BABI_1K_PER_DIRECTION")
+    assert block == train.report(saved, "1k", ("qrn_paper", "qrn_head"))
