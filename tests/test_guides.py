@@ -123,7 +123,7 @@ def test_tensorboard_example_writes_our_values(tmp_path):
 
 
 _NOTEBOOK_TABLE = re.compile(
-    r"<!-- notebook-table:(\w+) -->\n(.*?)\n<!-- /notebook-table -->", re.S
+    r"<!-- notebook-table:(\w+) -->\n(.*?)\n<!-- /notebook-table:\1 -->", re.S
 )
 
 

@@ -13,7 +13,8 @@
 * Ensembles of maps: `EnsembleTemperatureScaling` / `fit_ensemble_temperature_scaling`
   (`ensemble_temperature.py`, Zhang et al. 2020).
 * `DirichletCalibration` / `fit_dirichlet_calibration` (`dirichlet.py`, Kull et al. 2019):
-  a linear layer on the log-probabilities, ODIR-regularized.
+  a linear layer on the log-probabilities, ODIR-regularized; its weights chosen by
+  cross-validation with `select_dirichlet_regularization` (`dirichlet_selection.py`).
 * Cross-fitting: `CrossFittedCalibration(calibrator, cv=5)` averages k copies of any
   wrapper above, each fitted on one fold (`cross_fitting.py`).
 * Fitting on arrays: `fit_temperature`, `fit_vector_scaling`, `fit_matrix_scaling`.
@@ -49,6 +50,10 @@ from keras_normkit.calibration.dirichlet import (
     DirichletCalibration,
     DirichletCalibrationMap,
     fit_dirichlet_calibration,
+)
+from keras_normkit.calibration.dirichlet_selection import (
+    DirichletRegularization,
+    select_dirichlet_regularization,
 )
 from keras_normkit.calibration.ensemble_temperature import (
     EnsembleTemperatureScaling,
@@ -95,6 +100,7 @@ __all__ = [
     "CrossFittedCalibration",
     "DirichletCalibration",
     "DirichletCalibrationMap",
+    "DirichletRegularization",
     "EnsembleTemperatureScaling",
     "EnsembleTemperatureScalingMap",
     "HistogramBinning",
@@ -130,6 +136,7 @@ __all__ = [
     "negative_log_likelihood",
     "reliability_diagram",
     "risk_coverage_curve",
+    "select_dirichlet_regularization",
     "smooth_calibration_curve",
     "smooth_calibration_error",
 ]
