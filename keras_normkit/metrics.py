@@ -7,6 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_bool, check_int, check_string_choice
+from keras_normkit.calibration.binning import _round_down_to_dtype
 
 __all__ = ["BrierScore", "ExpectedCalibrationError"]
 
@@ -14,28 +15,6 @@ __all__ = ["BrierScore", "ExpectedCalibrationError"]
 #: on [0, FINE_SURPRISE] (the last also holds every confidence above 1 - e^-16).
 FINE_BINS = 4096
 FINE_SURPRISE = 16.0
-
-
-def _edges_rounded_down(num_bins, dtype):
-    """The edges m / M (m = 1..M-1), each as the largest value of `dtype` <= m / M.
-
-    A confidence c of that dtype is above m / M exactly when it is above this value, so the
-    metric bins as `calibration_bins` does in float64 (e.g. float32(0.2) = 0.2000000030 is
-    above 0.2, and lands in the upper bin in both).
-    """
-    exact = np.arange(1, num_bins, dtype=np.float64) / num_bins
-    dtype = keras.backend.standardize_dtype(dtype)
-    if dtype == "float64":
-        return exact
-    if dtype == "bfloat16":
-        import ml_dtypes  # a dependency of Keras
-
-        numpy_dtype = ml_dtypes.bfloat16
-    else:
-        numpy_dtype = np.dtype(dtype).type
-    rounded = exact.astype(numpy_dtype)
-    below = np.nextafter(rounded, numpy_dtype(-np.inf))
-    return np.where(rounded.astype(np.float64) > exact, below, rounded)
 
 
 def _predictions(y_true, y_pred, dtype):
@@ -128,6 +107,9 @@ class ExpectedCalibrationError(keras.metrics.Metric):
         self.num_bins = num_bins
         self.binning = check_string_choice("binning", binning, ("equal_width", "equal_mass"))
         size = num_bins if self.binning == "equal_width" else FINE_BINS
+        # The edges m / M as the largest values of the metric's dtype <= m / M, once: a
+        # confidence on an edge falls in the bin `calibration_bins` gives it in float64.
+        self._edges = _round_down_to_dtype(np.arange(1, num_bins) / num_bins, self.dtype)
         self.bin_counts = self.add_variable(
             shape=(size,), initializer="zeros", dtype=self.dtype, name="bin_counts"
         )
@@ -152,7 +134,7 @@ class ExpectedCalibrationError(keras.metrics.Metric):
         if self.binning == "equal_mass":
             self._update_fine(confidence, correct, weight)
             return
-        edges = ops.convert_to_tensor(_edges_rounded_down(self.num_bins, self.dtype), self.dtype)
+        edges = ops.convert_to_tensor(self._edges, self.dtype)
         index = ops.sum(
             ops.cast(ops.expand_dims(confidence, 1) > ops.expand_dims(edges, 0), "int32"), axis=1
         )

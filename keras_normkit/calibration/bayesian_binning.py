@@ -44,7 +44,7 @@ from keras_normkit.calibration import _one_vs_rest, _validation
 from keras_normkit.calibration._one_vs_rest import _SizedTablesCalibrator
 from keras_normkit.calibration.binning import (
     HistogramBinningMap,
-    _round_down_to_float32,
+    _round_down_to_dtype,
     histogram_tables,
     ops_histogram,
 )
@@ -313,7 +313,7 @@ class BayesianBinning(_SizedTablesCalibrator):
         fitted = _fit_columns(
             self._numpy_columns(logits), labels, self.prior_strength, self.bin_range_factor
         )
-        edges = [_round_down_to_float32(e) for e in fitted.edges]
+        edges = [_round_down_to_dtype(e) for e in fitted.edges]
         self._assign_tables(edges, fitted.values, first_fill=1.0)
 
     @property

@@ -209,10 +209,23 @@ def histogram_tables(bin_edges, bin_values):
     return kept_edges, kept_values
 
 
-def _round_down_to_float32(edges):
-    """The largest float32 <= each edge: float32 probabilities fall in the same bins."""
-    rounded = edges.astype(np.float32)
-    return np.where(rounded > edges, np.nextafter(rounded, np.float32(-np.inf)), rounded)
+def _round_down_to_dtype(edges, dtype="float32"):
+    """The largest value of `dtype` <= each float64 edge: a probability of that dtype is
+    above an edge exactly when it is above the rounded edge, so it falls in the same bin as
+    in float64 (float32(0.2) = 0.2000000030 is above 0.2). Used by the binning wrappers'
+    float32 tables and by the streaming `ExpectedCalibrationError` in its own dtype."""
+    dtype = keras.backend.standardize_dtype(dtype)
+    if dtype == "float64":
+        return np.asarray(edges, np.float64)
+    if dtype == "bfloat16":
+        import ml_dtypes  # a dependency of Keras
+
+        numpy_type = ml_dtypes.bfloat16
+    else:
+        numpy_type = np.dtype(dtype).type
+    rounded = edges.astype(numpy_type)
+    below = np.nextafter(rounded, numpy_type(-np.inf))
+    return np.where(rounded.astype(np.float64) > edges, below, rounded)
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
@@ -313,7 +326,7 @@ class HistogramBinning(_OneVsRestCalibrator):
             self.strategy,
             self.min_samples_per_bin,
         )
-        edges = [_round_down_to_float32(e) for e in fitted.edges]
+        edges = [_round_down_to_dtype(e) for e in fitted.edges]
         _one_vs_rest.assign_table_pair(
             self.bin_edges, edges, self.bin_values, fitted.values, first_fill=1.0
         )
