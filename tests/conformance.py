@@ -23,9 +23,10 @@ from keras.src import testing
 
 __all__ = ["RNN_SUPPORTS_MASKING", "LayerConformanceTestCase"]
 
-# What `keras.layers.RNN` declares, which the layers built on it and the cells tested inside
-# it inherit: `True` up to Keras 3.15, `False` in keras-nightly 3.16 (whose `RNN` still
-# applies the mask in `call`; the masking tests of each layer check that it does).
+# What `keras.layers.RNN` declares, which the cells tested inside it inherit: `True` up to
+# Keras 3.15, `False` in keras-nightly 3.16 (whose `RNN` still applies the mask in `call`;
+# the masking tests of each layer check that it does). Our own recurrent layers declare
+# `True` on every Keras (tests/layers/test_rnn_mask_propagation.py).
 RNN_SUPPORTS_MASKING = keras.layers.RNN(keras.layers.SimpleRNNCell(1)).supports_masking
 
 

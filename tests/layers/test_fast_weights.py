@@ -458,7 +458,7 @@ class FastWeightsConformanceTest(LayerConformanceTestCase):
                 input_shape=(2, 3, 5),
                 expected_output_shape=(2, 4),
                 expected_num_trainable_weights=5,
-                supports_masking=RNN_SUPPORTS_MASKING,
+                supports_masking=True,
                 atol=1e-5,
             )
 
@@ -475,7 +475,7 @@ class FastWeightsConformanceTest(LayerConformanceTestCase):
             },
             input_shape=(2, 4, 5),
             expected_output_shape=((2, 4, 3), (2, 3), (2, 9)),
-            supports_masking=RNN_SUPPORTS_MASKING,
+            supports_masking=True,
             dynamic_axes=(1,),
             atol=1e-5,
         )

@@ -29,7 +29,7 @@ class GRUConformanceTest(LayerConformanceTestCase):
             {"units": 3, "dropout": 0.2, "seed": 2},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=RNN_SUPPORTS_MASKING,
+            supports_masking=True,
             dynamic_axes=(1,),
             atol=1e-5,
         )

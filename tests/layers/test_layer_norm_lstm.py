@@ -67,7 +67,7 @@ class LSTMConformanceTest(LayerConformanceTestCase):
             {"units": 3, "return_sequences": True, "carry_normalized_state": True},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 4, 3),
-            supports_masking=RNN_SUPPORTS_MASKING,
+            supports_masking=True,
             dynamic_axes=(1,),
             atol=1e-5,
         )

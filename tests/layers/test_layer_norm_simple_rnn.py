@@ -34,7 +34,7 @@ class SimpleRNNConformanceTest(LayerConformanceTestCase):
             {"units": 3, "go_backwards": True},
             input_shape=(2, 4, 3),
             expected_output_shape=(2, 3),
-            supports_masking=RNN_SUPPORTS_MASKING,
+            supports_masking=True,
             atol=1e-5,
         )
 
