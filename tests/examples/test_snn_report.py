@@ -60,7 +60,7 @@ def test_render_replaces_only_the_marked_blocks():
 
 
 def test_tables_say_how_many_rows_are_done():
-    uci = report.uci_tables(rows("a", 2000, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]))
+    uci = report.uci_tables(rows("a", 2000, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]), paper=[])
     assert "Rows done: 7 of 294" in uci and "met on 1 sets" in uci
     htru2 = report.htru2_table([])
     assert "Rows done: 0 of 70" in htru2
@@ -118,3 +118,36 @@ def test_tox21_shape_verdict():
         )
         == ""
     )
+
+
+def test_the_paper_table_reproduces_the_ranks_the_paper_prints():
+    """A transcription check of Table A11: its 7 FNN accuracies per data set, ranked, give the
+    average rank differences of the paper's Table 1 (121 sets). SNN and WeightNorm agree to the
+    printed digits; the others within 0.035 (the paper ranked unrounded accuracies)."""
+    paper = report.paper_rows()
+    assert len({r["dataset"] for r in paper}) == 121
+    assert len({r["dataset"] for r in paper if r["n_examples"] >= 1000}) == 46
+    ranks, n = report.average_ranks(paper)
+    assert n == 120  # `trains` lacks four methods (NA)
+    for m, printed in report.PAPER_TABLE1_RANKS.items():
+        # the paper averages over 121 tasks, `trains` counting as a difference of 0
+        tolerance = 5e-4 if m in ("snn", "weightnorm") else 0.035
+        assert ranks[m] * n / 121 == pytest.approx(printed, abs=tolerance), m
+    # On the large sets SNN ranks best among the FNNs, as the paper says (-0.98 in the issue).
+    large = report.paper_ranks("large")
+    assert min(large, key=large.get) == "snn" and large["snn"] == pytest.approx(-0.978, abs=1e-3)
+
+
+def test_uci_table_puts_the_paper_beside_ours_and_checks_the_accuracy_target():
+    paper = rows("a", 2000, [0.90, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    paper += rows("b", 3000, [0.80, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    ours = rows("a", 2000, [0.885, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])  # SNN 1.5 points below
+    table = report.uci_tables(ours, paper=paper)
+    assert "| a | 2000 | **88.5 (2)** / 90.0 | 80.0 (2) / 80.0 |" in table
+    assert "1 of 1 sets (100 %)" in table and ": met so far" in table
+    ours += rows("b", 3000, [0.70, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3])  # 10 points below
+    table = report.uci_tables(ours, paper=paper)
+    assert "not met so far, 1 of 2 sets (50 %)" in table
+    assert "mean -5.8, from -10.0 to -1.5 points" in table
+    # the paper's ranks on the same sets as ours: SNN 1 on a and tied first on b (ours: tied 2.5 on b)
+    assert "| SNN | -2.25 | -2.75 | " in table
