@@ -46,7 +46,7 @@ METHODS = {
     "temperature": "Temp. scaling",
     "vector": "Vector",
     "matrix": "Matrix",
-    "dirichlet_odir": "Dirichlet ODIR",
+    "dirichlet_odir": "Dirichlet ODIR (CV)",
     "ensemble_temperature": "Ensemble TS",
     "isotonic_cross_fitted": "isotonic, cross-fitted (5)",
 }
