@@ -162,3 +162,68 @@ fig.tight_layout()
 # rose to 1.43 ± 0.24 % and the NLL gain shrank to 0.112. So on this task SWA buys accuracy
 # and a better proper score, not a measurably lower ECE; recomputing the BN statistics is
 # what keeps it from costing calibration.
+
+# %% [markdown]
+# ## A real, over-confident classifier: 20 News
+#
+# The digits MLP above ends training nearly calibrated (ECE about 1 %), so there is little
+# for averaging to fix. The 20 News network of the calibration guide's Table 1 (a 3-layer
+# deep averaging network with batch norm, Adam, 8 epochs, the last epoch's weights kept)
+# ends over-confident: test ECE about 15 % on 7,532 test documents. The same training, same
+# seeds and batches, was run with one `StochasticWeightAveraging` per start epoch watching
+# (`swa_stale` is the average with the last iterate's BN statistics), by
+#
+# ```
+# python examples/calibration_benchmarks/swa.py --data DIR --seeds 0 1 2 3 4 \
+#     --json notebooks/data/swa_20news.json
+# ```
+#
+# Training takes about 2 minutes per seed, too long for this notebook, so **the results
+# are loaded** from `notebooks/data/swa_20news.json`; the table is the script's own summary
+# (the training guide shows the same table, generated from the same file). The start epoch
+# is chosen on the validation NLL of the averaged network, never on the test split.
+
+# %%
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path("../examples/calibration_benchmarks").resolve()))
+import swa as swa_20news  # noqa: E402
+
+text_rows = json.loads(pathlib.Path("data/swa_20news.json").read_text())
+print(swa_20news.summary(text_rows))
+
+# %%
+seeds_done = swa_20news.complete_seeds(text_rows)
+starts = sorted({r["start_epoch"] for r in text_rows})
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+for axis, (key, label) in zip(
+    axes, (("error", "test error %"), ("ece", "test ECE %")), strict=True
+):
+    for seed in seeds_done:
+        by_start = {
+            r["start_epoch"]: r[key]
+            for r in text_rows
+            if r["seed"] == seed and r["variant"] == "swa"
+        }
+        last_value = next(r[key] for r in text_rows if r["seed"] == seed and r["variant"] == "last")
+        line = axis.plot([s + 1 for s in starts], [by_start[s] for s in starts], "o-")[0]
+        axis.axhline(last_value, color=line.get_color(), ls=":", lw=1)
+    axis.set(xlabel="first averaged epoch", ylabel=label)
+    axis.grid(alpha=0.3)
+axes[0].set_title("SWA (BN recomputed), one line per seed; dotted: last iterate", fontsize=9)
+fig.tight_layout()
+
+# %% [markdown]
+# In the committed run (TensorFlow backend, CPU, one thread per run): averaging from any
+# epoch between 1 and 7 lowered the test error, the ECE and the NLL on all five seeds. The
+# start chosen on validation averages every epoch: test error 24.40 ± 0.90 → 19.64 ± 0.20 %,
+# ECE 14.97 ± 0.44 → 10.00 ± 0.26 %, NLL 1.20 → 0.82, with no extra training epoch. Two
+# things it does not do: it does not replace a calibrator (temperature scaling fitted on
+# the validation split takes the average to 3.94 % and the last iterate to 4.61 %), and
+# here the recomputed BN statistics are not the better calibrated ones — the average with
+# the last iterate's stale statistics has ECE 6.05 % and a lower validation NLL, at a test
+# error 1.2 points higher (20.83 %). On digits the stale statistics cost calibration; here
+# they help it. Recomputing gives the network the averaged weights define, the more
+# accurate one on both tasks.

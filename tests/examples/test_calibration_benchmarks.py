@@ -285,3 +285,94 @@ def test_length_buckets_train_a_model_whatever_the_first_batches_width(bench):
     network = run.build(dict(model="bilstm", max_length=24), vocab_size=10, num_classes=2, seed=0)
     network.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     network.fit(buckets, epochs=1, verbose=0)
+
+
+def test_swa_watches_the_table_training_without_changing_it(bench, tmp_path):
+    """`swa.py` on tiny synthetic text: its last iterate is the network `run.py` trains
+    (same seed, same config); averaging only the last epoch with the last iterate's BN
+    statistics gives the last iterate back exactly; rows merge by seed, start and variant."""
+    data, run, _ = bench
+    import swa
+
+    splits = synthetic_splits(data)
+    config = dict(
+        model="dan",
+        vocab=100,
+        max_length=16,
+        epochs=3,
+        batch_size=32,
+        learning_rate=3e-3,
+        select="last",
+    )
+    rows = swa.run_seed(splits, 0, [0, 2], config, log=lambda _: None)
+    assert [(r["start_epoch"], r["variant"]) for r in rows] == [
+        (start, variant) for start in (0, 2) for variant in swa.VARIANTS
+    ]
+    by = {(r["start_epoch"], r["variant"]): r for r in rows}
+    assert by[0, "swa"]["averaged"] == 3 and by[2, "swa"]["averaged"] == 1
+    val_logits, test_logits, _ = run.train(splits, config, 0)
+    expected = swa.measure(test_logits, splits.test[1], val_logits, splits.validation[1])
+    for start in (0, 2):
+        for name, value in expected.items():
+            assert by[start, "last"][name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    for name in (*swa.MEASURES, "val_error", "val_nll"):
+        assert by[2, "swa_stale"][name] == pytest.approx(by[2, "last"][name], abs=1e-6), name
+    assert by[0, "swa"]["nll"] != pytest.approx(by[0, "last"]["nll"], abs=1e-6)
+    path = tmp_path / "swa.json"
+    swa.merge_rows(path, rows)
+    swa.merge_rows(path, [dict(rows[0], error=-1.0)])
+    saved = json.loads(path.read_text())
+    assert len(saved) == len(rows) and saved[0]["error"] == -1.0
+
+
+def test_swa_summary_chooses_the_start_on_validation_only(bench):
+    import swa
+
+    def row(seed, start, variant, val_nll, error):
+        return {
+            "seed": seed,
+            "start_epoch": start,
+            "epochs": 8,
+            "variant": variant,
+            "val_nll": val_nll,
+            "val_error": 10.0,
+            "error": error,
+            "ece": error / 2,
+            "nll": error / 10,
+            "brier": 0.1,
+            "ece_temperature": 1.0,
+        }
+
+    rows = []
+    for seed in (0, 1):
+        for start, val_nll, test_error in ((2, 0.9, 30.0), (5, 0.8, 35.0)):
+            rows += [
+                row(seed, start, "last", 1.0, 33.0),
+                row(seed, start, "swa_stale", 0.95, 31.0),
+                row(seed, start, "swa", val_nll, test_error),
+            ]
+    rows.append(row(2, 2, "swa", 0.1, 1.0))  # seed 2 lacks the other rows: left out
+    assert swa.complete_seeds(rows) == [0, 1]
+    # the lower validation NLL wins, though its test error is the higher one
+    assert swa.chosen_start(rows) == 5
+    text = swa.summary(rows)
+    assert "| SWA, BN recomputed **(chosen)** | 6–8 |" in text
+    assert "| SWA, BN recomputed | 3–8 |" in text
+    assert "2 seeds (0, 1)" in text
+    start_3 = next(line for line in text.splitlines() if "| 3–8 |" in line)
+    assert start_3.endswith("| 2/2 / 2/2 / 2/2 |")  # 30 < 33 on both seeds
+    chosen = next(line for line in text.splitlines() if "(chosen)" in line)
+    assert chosen.endswith("| 0/2 / 0/2 / 0/2 |")
+
+
+def test_training_guide_swa_table_is_the_summary_of_the_committed_json(bench):
+    import swa
+    from markdown_blocks import read_block
+
+    rows = json.loads((ROOT / "notebooks" / "data" / "swa_20news.json").read_text())
+    assert swa.complete_seeds(rows), "the committed SWA file has no complete seed"
+    guide = ROOT / "docs" / "guides" / "training.md"
+    assert read_block(guide, "SWA_20NEWS") == swa.summary(rows).rstrip("\n"), (
+        "the guide's SWA table is stale: run python examples/calibration_benchmarks/swa.py "
+        "--report --write-block docs/guides/training.md SWA_20NEWS"
+    )
