@@ -8,7 +8,10 @@ with `keras_normkit.callbacks.StochasticWeightAveraging` watching, one per start
 averaged, the batch-norm statistics of the average are recomputed over the training inputs,
 and both networks are measured on the same test split:
 
-* `last`: the last iterate (what Table 1's "uncalibrated" column measures);
+* `last`: the last iterate (what Table 1's "uncalibrated" column measures: the same
+  network on TensorFlow, which the committed rows use, and JAX; on PyTorch `run.py`'s
+  per-epoch validation calls Keras's `predict`, which draws from torch's global generator
+  that the next epoch's shuffling draws from too, so the batches there differ);
 * `swa_stale`: the average with the last iterate's moving BN statistics (what averaging
   the trainable weights alone gives, e.g. an EMA swapped in without recomputing BN);
 * `swa`: the average with recomputed BN statistics (the paper's SWA).
