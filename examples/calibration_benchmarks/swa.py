@@ -99,7 +99,7 @@ def run_seed(splits, seed, starts, config, log=print):
     x_train, x_val, x_test = encode(splits.train), encode(splits.validation), encode(splits.test)
     network = table1.build(config, len(vocab) + 2, len(splits.classes), seed)
     network.compile(
-        optimizer=keras.optimizers.Adam(config["learning_rate"]),
+        optimizer=table1.make_optimizer(config),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     averages = {

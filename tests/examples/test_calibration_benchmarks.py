@@ -398,3 +398,15 @@ def test_training_guide_swa_table_is_the_summary_of_the_committed_json(bench):
         "the guide's SWA table is stale: run python examples/calibration_benchmarks/swa.py "
         "--report --write-block docs/guides/training.md SWA_20NEWS"
     )
+
+
+def test_the_config_names_the_optimizer(bench):
+    import keras
+
+    _, run, _ = bench
+    adagrad = run.make_optimizer(run.CONFIGS["reuters"])
+    assert isinstance(adagrad, keras.optimizers.Adagrad)
+    assert float(adagrad.learning_rate) == pytest.approx(5e-3)
+    assert isinstance(run.make_optimizer(run.CONFIGS["20news"]), keras.optimizers.Adam)
+    with pytest.raises(ValueError, match="'sgd'"):
+        run.make_optimizer({"optimizer": "sgd", "learning_rate": 0.1})
