@@ -176,3 +176,29 @@ def test_real_20news_split_differs_from_the_paper_by_what_it_drops(data):
     assert splits.sizes()[2] - paper[2] == 4
     assert len(splits.classes) == 20
     assert np.bincount(splits.test[1]).min() == 251  # talk.religion.misc
+
+
+@pytest.mark.slow
+def test_a_committed_reuters_row_reruns(data):
+    """A committed Table 1 row re-runs with its command: Reuters seed 1 trained again gives
+    its test error and uncalibrated ECE within half a point (other CPUs and thread counts
+    may round differently)."""
+    import json
+
+    import run
+
+    from keras_normkit import calibration
+
+    splits = data.load("reuters", real(data.ENVIRONMENT["reuters"]))
+    _, test_logits, record = run.train(splits, dict(run.CONFIGS["reuters"]), 1)
+    probabilities = run.softmax(test_logits)
+    rows = json.loads((EXAMPLE.parents[1] / "notebooks/data/calibration_table1.json").read_text())
+    committed = next(
+        r
+        for r in rows["rows"]
+        if (r["dataset"], r["method"], r["seed"]) == ("reuters", "uncalibrated", 1)
+    )
+    error = 100 * np.mean(probabilities.argmax(1) != splits.test[1])
+    ece = 100 * calibration.expected_calibration_error(probabilities, splits.test[1])
+    assert error == pytest.approx(committed["test_error"], abs=0.5)
+    assert ece == pytest.approx(committed["ece"], abs=0.5)
