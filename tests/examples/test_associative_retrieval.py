@@ -267,5 +267,7 @@ def test_the_guide_tables_are_the_json():
         results, ["tuned", "paper"], ["fw", "lstm", "irnn"], [20, 50], seeds, fw50
     )
     assert read_block(guide, "FW_TABLE") == expected
-    decay = table.side_by_side(results, ["tuned", "tuned-decay"], ["lstm"], [50], seeds, fw50)
+    decay = table.side_by_side(
+        results, ["tuned", "tuned-decay"], ["fw", "lstm", "irnn"], [20, 50], seeds, fw50
+    )
     assert read_block(guide, "FW_TABLE_DECAY") == decay
