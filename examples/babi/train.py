@@ -440,6 +440,17 @@ def train_real(
     }
 
 
+def saved_row(result):
+    """`result` as a results file keeps it: the per-epoch curves of the selected run only
+    (the other runs keep their figures; their curves, one list per epoch and measure, made
+    the 1k file of 20 tasks with up to 10 runs each several MB)."""
+    runs = [
+        run if k == result["selected_run"] else {n: v for n, v in run.items() if n != "curves"}
+        for k, run in enumerate(result["runs"])
+    ]
+    return {**result, "runs": runs}
+
+
 def better(run, other, protocol="head"):
     """Whether `run` is selected over `other`: higher validation accuracy (ties: lower loss)
     under `"head"`, lower validation loss under `"paper"`."""
@@ -596,7 +607,7 @@ def main_real(args):
                 flush=True,
             )
             if path:  # after every task, merged, so tasks can be trained separately
-                saved[key] = result
+                saved[key] = saved_row(result)
                 path.write_text(json.dumps(saved, indent=1))
     errors = [r["test_error"] for r in results.values()]
     if len(errors) > 1:

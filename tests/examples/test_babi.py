@@ -151,3 +151,19 @@ def test_selection_rules_of_the_two_protocols(babi):
     assert train.better(calibrated, sure, "paper") and not train.better(sure, calibrated, "paper")
     tie = {"val_accuracy": 0.9, "val_loss": 0.3}
     assert train.better(tie, sure, "head")
+
+
+def test_saved_rows_keep_the_curves_of_the_selected_run_only(babi):
+    _, train = babi
+    result = {
+        "selected_run": 1,
+        "test_error": 0.1,
+        "runs": [{"seed": s, "test_error": 0.1 * s, "curves": {"val": [s]}} for s in range(3)],
+    }
+    row = train.saved_row(result)
+    assert row["runs"] == [
+        {"seed": 0, "test_error": 0.0},
+        {"seed": 1, "test_error": 0.1, "curves": {"val": [1]}},
+        {"seed": 2, "test_error": 0.2},
+    ]
+    assert row["test_error"] == 0.1 and all("curves" in r for r in result["runs"])
