@@ -30,6 +30,10 @@ def bench():
         sys.path.remove(str(EXAMPLE))
 
 
+#: A DAN small enough for the synthetic documents below (tests add `epochs`).
+TINY_DAN = dict(model="dan", vocab=100, max_length=16, batch_size=32, learning_rate=3e-3)
+
+
 def synthetic_splits(data, sizes=(300, 150, 200), classes=3, seed=0):
     """Documents of random words where one of three cue words gives the label 80 % of the
     time (so a network learns, but not perfectly)."""
@@ -50,9 +54,7 @@ def synthetic_splits(data, sizes=(300, 150, 200), classes=3, seed=0):
 def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path):
     data, run, report = bench
     splits = synthetic_splits(data)
-    config = dict(
-        model="dan", vocab=100, max_length=16, epochs=2, batch_size=32, learning_rate=3e-3
-    )
+    config = dict(TINY_DAN, epochs=2)
     path = tmp_path / "table.json"
     notes = []
     rows = run.run(
@@ -297,15 +299,7 @@ def test_swa_watches_the_table_training_without_changing_it(bench, tmp_path):
 
     data, run, _ = bench
     splits = synthetic_splits(data)
-    config = dict(
-        model="dan",
-        vocab=100,
-        max_length=16,
-        epochs=3,
-        batch_size=32,
-        learning_rate=3e-3,
-        select="last",
-    )
+    config = dict(TINY_DAN, epochs=3, select="last")
     rows = swa.run_seed(splits, 0, [0, 2], config, log=lambda _: None)
     assert [(r["start_epoch"], r["variant"]) for r in rows] == [
         (start, variant) for start in (0, 2) for variant in swa.VARIANTS
