@@ -488,9 +488,48 @@ PAPER = {
         "tasks": {2: 0.7, 3: 5.7, 4: 0.0, 5: 1.1},
         "average": 9.9,
         "failed": 7,
+        "lstm": {"average": 51.3, "failed": 20},
     },
     "10k": {"model": "QRN 6r200", "tasks": {}, "average": 0.3, "failed": 1},
 }
+
+#: The column names of `report` and `summary` for the tags our results are saved with (any
+#: other tag `qrn_x` reads "QRN X").
+LABELS = {
+    "qrn_head": "QRN 2r",
+    "qrn_paper": "QRN 2r, paper's protocol",
+    "qrn": "QRN 2r, shared reset gate (0.1)",
+    "lstm": "LSTM",
+}
+#: The columns of the 1k table in the README, the QRN guide and the example's README: the
+#: per-direction reset gate under HEAD's protocol (`--tag _head`, the defaults), under the
+#: paper's (`--protocol paper --tag _paper`), 0.1's shared gate, the LSTM.
+COLUMNS_1K = ("qrn_head", "qrn_paper", "qrn", "lstm")
+
+
+def label(kind):
+    """The column name of the results saved as `kind` (a model and its `--tag`)."""
+    return LABELS.get(kind, kind.replace("_", " ", 1).upper())
+
+
+def merge_results(paths):
+    """The results JSONs at `paths` as one dict; a name saved differently in two raises."""
+    saved = {}
+    for path in paths:
+        for key, result in json.loads(pathlib.Path(path).read_text()).items():
+            if key in saved and saved[key] != result:
+                raise ValueError(f"{key!r} differs between the results files {paths}.")
+            saved[key] = result
+    return saved
+
+
+def _found(saved, set_name, kind):
+    """`{task: result}` of the results saved as `kind` on `set_name`."""
+    return {
+        result["task"]: result
+        for key, result in saved.items()
+        if key == f"{set_name}_task{result.get('task')}_{kind}"
+    }
 
 
 def report(saved, set_name, models=("qrn", "lstm")):
@@ -502,14 +541,10 @@ def report(saved, set_name, models=("qrn", "lstm")):
     tasks that were run, and name the tasks not run yet.
     """
     paper = PAPER[set_name]
-    found = {kind: {} for kind in models}
-    for key, result in saved.items():
-        for kind in models:
-            if key == f"{set_name}_task{result.get('task')}_{kind}":
-                found[kind][result["task"]] = result
+    found = {kind: _found(saved, set_name, kind) for kind in models}
     models = [kind for kind in models if found[kind]]
     header = f"| task | paper ({paper['model']}) | " + " | ".join(
-        f"ours, {kind.replace('_', ' ', 1).upper()} (best epoch)" for kind in models
+        f"ours, {label(kind)} (best epoch)" for kind in models
     )
     lines = [header + " |", "|---" * (2 + len(models)) + "|"]
     for task in babi_data.TASKS:
@@ -539,25 +574,64 @@ def report(saved, set_name, models=("qrn", "lstm")):
 
 def summary(saved, set_name, models=("qrn", "lstm")):
     """The README's block: per column of `report` (a model and its tag) the average test
-    error and the failed tasks, beside the paper's, as a Markdown table; a column with fewer
-    than the 20 tasks says how many it has."""
+    error and the failed tasks, beside the paper's, as a Markdown table (the paper's LSTM
+    after ours when `"lstm"` is a column), then a sentence: the first column against the
+    paper's per-task numbers and its average. A column with fewer than the 20 tasks says
+    how many it has."""
     paper = PAPER[set_name]
     lines = [
         "| | average test error | failed tasks (> 5 %) |",
         "|---|---|---|",
         f"| paper, {paper['model']} | {paper['average']:.1f} % | {paper['failed']} |",
     ]
-    for kind in models:
-        results = [r for key, r in saved.items() if key == f"{set_name}_task{r.get('task')}_{kind}"]
-        if not results:
-            continue
-        errors = [100 * r["test_error"] for r in results]
+    columns = [(kind, _found(saved, set_name, kind)) for kind in models]
+    columns = [(kind, found) for kind, found in columns if found]
+    for kind, found in columns:
+        errors = [100 * r["test_error"] for r in found.values()]
         n = len(errors)
         tasks = "" if n == len(babi_data.TASKS) else f" ({n} of {len(babi_data.TASKS)} tasks)"
-        label = f"ours, {kind.replace('_', ' ', 1).upper()}{tasks}"
+        if kind == "lstm" and "lstm" in paper:
+            lstm = paper["lstm"]
+            lines.append(f"| paper, LSTM | {lstm['average']:.1f} % | {lstm['failed']} |")
         failed = sum(e > 5 for e in errors)
-        lines.append(f"| {label} | **{np.mean(errors):.1f} %** | **{failed}** |")
+        lines.append(f"| ours, {label(kind)}{tasks} | **{np.mean(errors):.1f} %** | **{failed}** |")
+    if columns:
+        lines += ["", verdict(columns[0][1], paper)]
     return "\n".join(lines)
+
+
+def verdict(found, paper):
+    """One sentence on a column (`{task: result}`) against the paper: the tasks the paper
+    gives numbers for, met (ours at most 1 point above the paper's) or not, and whether its
+    average and failed count are reached."""
+    met, missed = [], []
+    for task, theirs in sorted(paper["tasks"].items()):
+        if task not in found:
+            continue
+        ours = 100 * found[task]["test_error"]
+        fine = round(ours, 1) <= round(theirs + 1.0, 1)  # as printed
+        (met if fine else missed).append((task, ours, theirs))
+
+    def listed(rows, verb):
+        tasks = ", ".join(str(t) for t, _, _ in rows)
+        ours = ", ".join(f"{o:.1f}" for _, o, _ in rows)
+        theirs = ", ".join(f"{p:.1f}" for _, _, p in rows)
+        many = "s" if len(rows) > 1 else ""
+        return f"task{many} {tasks} {verb} (ours {ours} % against {theirs} %)"
+
+    parts = [listed(rows, verb) for rows, verb in ((met, "met"), (missed, "not met")) if rows]
+    errors = [100 * r["test_error"] for r in found.values()]
+    whole = len(found) == len(babi_data.TASKS)
+    reached = np.mean(errors) <= paper["average"] and sum(e > 5 for e in errors) <= paper["failed"]
+    if not whole:
+        end = f"the average is over {len(found)} of {len(babi_data.TASKS)} tasks so far"
+    elif reached:
+        end = "**the paper's average and failed count are reached**"
+    else:
+        end = "**the paper's average and failed count are not both reached**"
+    given = "Where the paper gives per-task numbers, " + "; ".join(parts) if parts else ""
+    text = (given + "; " if given else "") + end + "."
+    return text[0].upper() + text[1:]
 
 
 def main_real(args):
@@ -679,7 +753,8 @@ def main():
         "--model",
         nargs="+",
         default=None,
-        help="[qrn; qrn lstm]; with --report, the columns: a model and its --tag (qrn_paper)",
+        help="[qrn; qrn lstm]; with --report, the columns: a model and its --tag (qrn_paper) "
+        f"[{' '.join(COLUMNS_1K)}]",
     )
     parser.add_argument("--epochs", type=int, default=None, help="[500 (paper: 150); 60]")
     parser.add_argument("--restarts", type=int, default=None, help=f"[{RESTARTS}; 3]")
@@ -701,7 +776,11 @@ def main():
     parser.add_argument("--save", default=None, help="JSON file for the learning curves")
     parser.add_argument("--tag", default="", help="suffix of the result names in --save")
     parser.add_argument(
-        "--report", default=None, metavar="JSON", help="print the table of a results JSON"
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="print the table of one or more results JSONs (merged)",
     )
     parser.add_argument(
         "--write-block",
@@ -719,8 +798,8 @@ def main():
     )
     args = parser.parse_args()
     if args.report:
-        saved = json.loads(pathlib.Path(args.report).read_text())
-        models = args.model or ("qrn", "lstm")
+        saved = merge_results(args.report)
+        models = args.model or COLUMNS_1K
         if args.write_block:  # FILE MARKER: the summary, between the markers of FILE
             path, marker = args.write_block
             return write_block(path, marker, summary(saved, args.set or "1k", models))

@@ -316,16 +316,62 @@ def test_papers_protocol_keeps_final_weights_and_its_rerun_reproduces(babi, rele
 
 def test_report_has_a_column_per_tag(babi):
     """`--report out.json --model qrn qrn_paper`: the runs saved with `--tag _paper` in a
-    column of their own."""
+    column of their own, named for what they are; an unknown tag reads as itself."""
     _, train = babi
     row = {"set": "1k", "model": "qrn", "task": 7, "best_epoch": 150, "seconds": 3600}
     saved = {
         "1k_task7_qrn": dict(row, test_error=0.092),
         "1k_task7_qrn_paper": dict(row, test_error=0.05),
+        "1k_task7_qrn_wide": dict(row, test_error=0.5),
     }
-    lines = train.report(saved, "1k", ("qrn", "qrn_paper")).splitlines()
-    assert lines[0].endswith("| ours, QRN (best epoch) | ours, QRN PAPER (best epoch) |")
-    assert "| 7 | — | 9.2 (150) | 5.0 (150) |" in lines
+    lines = train.report(saved, "1k", ("qrn", "qrn_paper", "qrn_wide")).splitlines()
+    assert lines[0].endswith(
+        "| ours, QRN 2r, shared reset gate (0.1) (best epoch) "
+        "| ours, QRN 2r, paper's protocol (best epoch) | ours, QRN WIDE (best epoch) |"
+    )
+    assert "| 7 | — | 9.2 (150) | 5.0 (150) | 50.0 (150) |" in lines
+    assert "| average | **9.9** | **9.2** (1 tasks) | **5.0** (1 tasks) | **50.0** (1 tasks) |" in (
+        lines
+    )
+
+
+def test_results_files_merge_and_a_conflict_raises(babi, tmp_path):
+    import json
+
+    _, train = babi
+    row = {"set": "1k", "model": "qrn", "task": 7, "test_error": 0.1}
+    (tmp_path / "a.json").write_text(json.dumps({"1k_task7_qrn": row}))
+    (tmp_path / "b.json").write_text(json.dumps({"1k_task7_qrn_head": row, "1k_task7_qrn": row}))
+    merged = train.merge_results([tmp_path / "a.json", tmp_path / "b.json"])
+    assert sorted(merged) == ["1k_task7_qrn", "1k_task7_qrn_head"]
+    (tmp_path / "c.json").write_text(json.dumps({"1k_task7_qrn": dict(row, test_error=0.2)}))
+    with pytest.raises(ValueError, match="1k_task7_qrn"):
+        train.merge_results([tmp_path / "a.json", tmp_path / "c.json"])
+
+
+def test_verdict_compares_with_the_papers_tasks_and_average(babi):
+    """A task is met when ours is at most 1 point above the paper's; the paper's average and
+    failed count are judged only over all 20 tasks."""
+    _, train = babi
+    paper = train.PAPER["1k"]
+
+    def column(errors):
+        return {t: {"test_error": e / 100} for t, e in errors.items()}
+
+    partial = train.verdict(column({2: 1.7, 3: 6.8, 4: 0.0}), paper)
+    assert partial == (
+        "Where the paper gives per-task numbers, tasks 2, 4 met (ours 1.7, 0.0 % against "
+        "0.7, 0.0 %); task 3 not met (ours 6.8 % against 5.7 %); the average is over 3 of 20 "
+        "tasks so far."
+    )
+    good = column(
+        {t: 9.9 if t in (7, 8, 17, 18, 19) else (0.0 if t != 16 else 99.0) for t in range(1, 21)}
+    )
+    assert train.verdict(good, paper).endswith(
+        "**the paper's average and failed count are reached**."
+    )
+    worse = column({t: 10.0 for t in range(1, 21)})
+    assert "are not both reached" in train.verdict(worse, paper)
 
 
 def test_summary_is_written_between_the_markers(babi, tmp_path):
@@ -336,8 +382,11 @@ def test_summary_is_written_between_the_markers(babi, tmp_path):
     }
     text = train.summary(saved, "1k", ("qrn", "qrn_paper"))
     assert text.splitlines()[2] == "| paper, QRN 2r | 9.9 % | 7 |"
-    assert text.splitlines()[3] == "| ours, QRN PAPER (2 of 20 tasks) | **5.0 %** | **1** |"
-    assert len(text.splitlines()) == 4  # no column without results
+    assert text.splitlines()[3] == (
+        "| ours, QRN 2r, paper's protocol (2 of 20 tasks) | **5.0 %** | **1** |"
+    )
+    assert len(text.splitlines()) == 6  # no column without results; then the verdict
+    assert text.splitlines()[5] == "The average is over 2 of 20 tasks so far."
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- BLOCK -->\nold\n<!-- /BLOCK -->\nafter\n")
     train.write_block(readme, "BLOCK", text)
@@ -346,14 +395,28 @@ def test_summary_is_written_between_the_markers(babi, tmp_path):
         train.write_block(readme, "OTHER", text)
 
 
-def test_the_per_direction_block_is_the_json(babi):
-    """examples/babi/README.md's per-direction table is `report` of the committed JSON."""
-    import json
-
+@pytest.mark.parametrize(
+    "path, marker",
+    [
+        ("README.md", "README_BABI"),
+        ("docs/guides/qrn.md", "BABI_TABLE"),
+        ("examples/babi/README.md", "BABI_TABLE"),
+        ("README.md", "README_BABI_10K"),
+        ("examples/babi/README.md", "BABI_10K_TABLE"),
+    ],
+)
+def test_the_babi_tables_are_the_json(babi, path, marker):
+    """Every bAbI table of the docs is generated from the committed results JSONs (the 1k
+    table's columns `COLUMNS_1K`, written once by `train.py --report ... --write-report`)."""
     from markdown_blocks import read_block
 
     _, train = babi
     root = BABI.parents[1]
-    saved = json.loads((root / "notebooks" / "data" / "qrn_babi_1k_v2.json").read_text())
-    block = read_block(BABI / "README.md", "BABI_1K_PER_DIRECTION")
-    assert block == train.report(saved, "1k", ("qrn_paper", "qrn_head"))
+    data = root / "notebooks" / "data"
+    if "10K" in marker:
+        saved, set_name = train.merge_results([data / "qrn_babi_10k.json"]), "10k"
+    else:
+        files = [data / "qrn_babi_1k_v2.json", data / "qrn_babi_1k.json"]
+        saved, set_name = train.merge_results(files), "1k"
+    make = train.summary if marker.startswith("README") else train.report
+    assert read_block(root / path, marker) == make(saved, set_name, train.COLUMNS_1K)
