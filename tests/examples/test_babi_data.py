@@ -403,6 +403,7 @@ def test_summary_is_written_between_the_markers(babi, tmp_path):
         ("examples/babi/README.md", "BABI_TABLE"),
         ("README.md", "README_BABI_10K"),
         ("examples/babi/README.md", "BABI_10K_TABLE"),
+        ("docs/guides/qrn.md", "BABI_10K_TABLE"),
     ],
 )
 def test_the_babi_tables_are_the_json(babi, path, marker):
