@@ -364,14 +364,27 @@ def test_verdict_compares_with_the_papers_tasks_and_average(babi):
         "0.7, 0.0 %); task 3 not met (ours 6.8 % against 5.7 %); the average is over 3 of 20 "
         "tasks so far."
     )
-    good = column(
-        {t: 9.9 if t in (7, 8, 17, 18, 19) else (0.0 if t != 16 else 99.0) for t in range(1, 21)}
+
+    def whole(errors):  # 20 tasks: `errors` for some, 0.0 for the others
+        return column({t: errors.get(t, 0.0) for t in range(1, 21)})
+
+    seven = {t: 9.0 for t in (7, 8, 16, 17, 18, 19, 3)}  # 7 failed, average 3.15
+    assert train.verdict(whole(seven), paper).endswith(
+        "**the paper's average (3.1 against 9.9 %) and failed count (7 against 7) are reached**."
     )
-    assert train.verdict(good, paper).endswith(
-        "**the paper's average and failed count are reached**."
+    high = {**seven, 16: 99.0, 19: 99.0}  # 7 failed, average 12.2
+    assert train.verdict(whole(high), paper).endswith(
+        "**the paper's failed count (7 against 7) is reached, its average (12.2 against 9.9 %) "
+        "is not**."
+    )
+    many = {t: 6.0 for t in range(1, 9)}  # 8 failed, average 2.4
+    assert "average (2.4 against 9.9 %) is reached, its failed count (8 against 7) is not" in (
+        train.verdict(whole(many), paper)
     )
     worse = column({t: 10.0 for t in range(1, 21)})
-    assert "are not both reached" in train.verdict(worse, paper)
+    assert "**neither the paper's average (10.0 against 9.9 %) nor its failed count (20 " in (
+        train.verdict(worse, paper)
+    )
 
 
 def test_summary_is_written_between_the_markers(babi, tmp_path):
