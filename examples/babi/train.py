@@ -505,6 +505,8 @@ LABELS = {
 #: per-direction reset gate under HEAD's protocol (`--tag _head`, the defaults), under the
 #: paper's (`--protocol paper --tag _paper`), 0.1's shared gate, the LSTM.
 COLUMNS_1K = ("qrn_head", "qrn_paper", "qrn", "lstm")
+#: The 10k table's: 0.1's shared gate (most tasks), then the per-direction gate.
+COLUMNS_10K = ("qrn", "qrn_head")
 
 
 def label(kind):
@@ -759,7 +761,7 @@ def main():
         nargs="+",
         default=None,
         help="[qrn; qrn lstm]; with --report, the columns: a model and its --tag (qrn_paper) "
-        f"[{' '.join(COLUMNS_1K)}]",
+        f"[1k: {' '.join(COLUMNS_1K)}; 10k: {' '.join(COLUMNS_10K)}]",
     )
     parser.add_argument("--epochs", type=int, default=None, help="[500 (paper: 150); 60]")
     parser.add_argument("--restarts", type=int, default=None, help=f"[{RESTARTS}; 3]")
@@ -804,7 +806,7 @@ def main():
     args = parser.parse_args()
     if args.report:
         saved = merge_results(args.report)
-        models = args.model or COLUMNS_1K
+        models = args.model or (COLUMNS_10K if args.set == "10k" else COLUMNS_1K)
         if args.write_block:  # FILE MARKER: the summary, between the markers of FILE
             path, marker = args.write_block
             return write_block(path, marker, summary(saved, args.set or "1k", models))
