@@ -203,10 +203,10 @@ plt.show()
 from IPython.display import Markdown, display
 
 
-def qrn_results(saved, set_name):
-    """The QRN results of one set in a results JSON, by task."""
+def qrn_results(saved, set_name, tag=""):
+    """The QRN results of one set saved with `tag` (`--tag`) in a results JSON, by task."""
     return sorted(
-        (r for r in saved.values() if r["set"] == set_name and r["model"] == "qrn"),
+        (r for key, r in saved.items() if key == f"{set_name}_task{r['task']}_qrn{tag}"),
         key=lambda r: r["task"],
     )
 
@@ -240,7 +240,8 @@ def plot_curves(results, halving_every):
     for ax in axes.flat[len(results) :]:
         ax.axis("off")
     for ax, result in zip(axes.flat, results, strict=False):
-        curves = result["curves"]
+        # A slimmed file keeps the selected run's curves at the top, `train.py`'s in its run.
+        curves = result.get("curves") or result["runs"][result["selected_run"]]["curves"]
         epochs = np.arange(1, len(curves["val"]) + 1)
         for halving in range(halving_every, len(epochs), halving_every):
             ax.axvline(halving, color="0.85", lw=0.8)
@@ -312,7 +313,7 @@ print(
 #     --task 7 13 8 3 17 18 2 14 16 19 5 6 9 10 11 12 15 20 1 4 --json babi_1k_v2.json --tag _paper
 # python examples/babi/train.py --data ../shared/data/babi --set 1k --protocol head \
 #     --task 13 7 8 18 1 4 5 6 9 10 11 12 15 20 2 14 3 16 17 19 --json babi_1k_v2.json --tag _head
-# python examples/babi/train.py --report babi_1k_v2.json --set 1k --model qrn_paper qrn_head
+# python examples/babi/train.py --report babi_1k_v2.json babi_1k.json --set 1k
 # ```
 #
 # `data/qrn_babi_1k_v2.json` is its slimmed copy; each row holds `rerun`, the command that
@@ -320,9 +321,7 @@ print(
 
 # %%
 saved_v2 = json.loads(pathlib.Path("data/qrn_babi_1k_v2.json").read_text())
-display(
-    Markdown(train.report({**saved, **saved_v2}, "1k", models=("qrn", "qrn_paper", "qrn_head")))
-)
+display(Markdown(train.report({**saved, **saved_v2}, "1k", models=train.COLUMNS_1K)))
 
 # %% [markdown]
 # ## The real bAbI, 10k
@@ -348,5 +347,17 @@ display(
 
 # %%
 saved_10k = json.loads(pathlib.Path("data/qrn_babi_10k.json").read_text())
-display(Markdown(train.report(saved_10k, "10k", models=("qrn",))))
+display(Markdown(train.report(saved_10k, "10k", models=train.COLUMNS_10K)))
 plot_curves(qrn_results(saved_10k, "10k"), halving_every=20)
+
+# %% [markdown]
+# Task 2 again with the per-direction reset gate (the library's default now), the same
+# settings and one run (`--tag _head` in the results file):
+#
+# ```
+# python examples/babi/train.py --data ../shared/data/babi --set 10k --task 2 \
+#     --epochs 100 --lr-anneal-period 20 --restarts 1 --json babi_10k.json --tag _head
+# ```
+
+# %%
+plot_curves(qrn_results(saved_10k, "10k", "_head"), halving_every=20)
