@@ -525,13 +525,19 @@ def merge_results(paths):
     return saved
 
 
-def _found(saved, set_name, kind):
-    """`{task: result}` of the results saved as `kind` on `set_name`."""
+def column_results(saved, set_name, kind):
+    """`{task: result}` of the results saved as `kind` (a model and its tag) on `set_name`."""
     return {
         result["task"]: result
         for key, result in saved.items()
         if key == f"{set_name}_task{result.get('task')}_{kind}"
     }
+
+
+def totals(found):
+    """`(average test error %, failed tasks)` of a column `{task: result}` (failed: > 5 %)."""
+    errors = [100 * r["test_error"] for r in found.values()]
+    return float(np.mean(errors)), sum(e > 5 for e in errors)
 
 
 def report(saved, set_name, models=("qrn", "lstm")):
@@ -543,7 +549,7 @@ def report(saved, set_name, models=("qrn", "lstm")):
     tasks that were run, and name the tasks not run yet.
     """
     paper = PAPER[set_name]
-    found = {kind: _found(saved, set_name, kind) for kind in models}
+    found = {kind: column_results(saved, set_name, kind) for kind in models}
     models = [kind for kind in models if found[kind]]
     header = f"| task | paper ({paper['model']}) | " + " | ".join(
         f"ours, {label(kind)} (best epoch)" for kind in models
@@ -562,11 +568,11 @@ def report(saved, set_name, models=("qrn", "lstm")):
     summary = {"average": [f"**{paper['average']:.1f}**"], "failed": [str(paper["failed"])]}
     summary["wall time"] = ["—"]
     for kind in models:
-        errors = [100 * r["test_error"] for r in found[kind].values()]
-        n = len(errors)
+        average, failed = totals(found[kind])
+        n = len(found[kind])
         suffix = "" if n == len(babi_data.TASKS) else f" ({n} tasks)"
-        summary["average"].append(f"**{np.mean(errors):.1f}**{suffix}")
-        summary["failed"].append(f"{sum(e > 5 for e in errors)}{suffix}")
+        summary["average"].append(f"**{average:.1f}**{suffix}")
+        summary["failed"].append(f"{failed}{suffix}")
         hours = sum(r["seconds"] for r in found[kind].values()) / 3600
         summary["wall time"].append(f"{hours:.1f} h{suffix}")
     for name, cells in summary.items():
@@ -586,17 +592,16 @@ def summary(saved, set_name, models=("qrn", "lstm")):
         "|---|---|---|",
         f"| paper, {paper['model']} | {paper['average']:.1f} % | {paper['failed']} |",
     ]
-    columns = [(kind, _found(saved, set_name, kind)) for kind in models]
+    columns = [(kind, column_results(saved, set_name, kind)) for kind in models]
     columns = [(kind, found) for kind, found in columns if found]
     for kind, found in columns:
-        errors = [100 * r["test_error"] for r in found.values()]
-        n = len(errors)
+        average, failed = totals(found)
+        n = len(found)
         tasks = "" if n == len(babi_data.TASKS) else f" ({n} of {len(babi_data.TASKS)} tasks)"
         if kind == "lstm" and "lstm" in paper:
             lstm = paper["lstm"]
             lines.append(f"| paper, LSTM | {lstm['average']:.1f} % | {lstm['failed']} |")
-        failed = sum(e > 5 for e in errors)
-        lines.append(f"| ours, {label(kind)}{tasks} | **{np.mean(errors):.1f} %** | **{failed}** |")
+        lines.append(f"| ours, {label(kind)}{tasks} | **{average:.1f} %** | **{failed}** |")
     if columns:
         lines += ["", verdict(columns[0][1], paper)]
     return "\n".join(lines)
@@ -622,8 +627,8 @@ def verdict(found, paper):
         return f"task{many} {tasks} {verb} (ours {ours} % against {theirs} %)"
 
     parts = [listed(rows, verb) for rows, verb in ((met, "met"), (missed, "not met")) if rows]
-    errors = [100 * r["test_error"] for r in found.values()]
-    average, failed = round(float(np.mean(errors)), 1), sum(e > 5 for e in errors)
+    average, failed = totals(found)
+    average = round(average, 1)
     mean = f"average ({average:.1f} against {paper['average']:.1f} %)"
     count = f"failed count ({failed} against {paper['failed']})"
     if len(found) < len(babi_data.TASKS):

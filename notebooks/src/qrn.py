@@ -205,10 +205,8 @@ from IPython.display import Markdown, display
 
 def qrn_results(saved, set_name, tag=""):
     """The QRN results of one set saved with `tag` (`--tag`) in a results JSON, by task."""
-    return sorted(
-        (r for key, r in saved.items() if key == f"{set_name}_task{r['task']}_qrn{tag}"),
-        key=lambda r: r["task"],
-    )
+    found = train.column_results(saved, set_name, f"qrn{tag}")
+    return [found[task] for task in sorted(found)]
 
 
 saved = json.loads(pathlib.Path("data/qrn_babi_1k.json").read_text())
