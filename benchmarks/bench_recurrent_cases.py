@@ -26,8 +26,13 @@ protocol), same two statistics. Ratios are ours / LSTM of the same statistic.
 
 A third kind of call, `--calls first` (not in the default run: fresh processes, XLA
 compilation), times the first `fit` epoch (tracing and compiling included) of each model in
-a fresh process, `FIRST_EPOCH_BATCHES` batches of B sequences, the minimum over
-`--first-repeats` processes per model.
+a fresh process, `--first-batches` batches of B sequences (`FIRST_EPOCH_BATCHES` by
+default), the minimum over `--first-repeats` processes per model. The same process then
+times a second epoch, so the first epoch splits into a one-time cost (tracing and
+compiling: the first epoch minus the second) and a steady time per batch; after the table
+these give, per case, the shortest first epoch (in batches) from which the ratio stays
+within its bound (`break_even_batches`): the bound of a first epoch depends on how long
+the epoch is, a one-time compile weighing less in a longer one.
 
 Targets: the accepted bounds of issue 39, `TARGETS` below (the one place they are written;
 `benchmarks/README.md` explains them). They are regression guards, today's worst measured
@@ -42,6 +47,7 @@ Makefile sets it to 0 for the tests; run the scripts directly, as users do).
 import argparse
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -162,31 +168,57 @@ def row(layer, steps, units, batch, context, jit, call, ours, lstm):
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def first_epoch_child(layer, context, batch, steps, units, jit):
-    """Run in a fresh process: prints `{"first_s": seconds}` of the first `fit` epoch."""
-    x, y = data(context, batch, steps, units, n=FIRST_EPOCH_BATCHES * batch)
+def first_epoch_child(layer, context, batch, steps, units, jit, batches):
+    """Run in a fresh process: prints `{"first_s": s, "second_s": s}`, the first `fit`
+    epoch of `batches` batches and the second one."""
+    x, y = data(context, batch, steps, units, n=batches * batch)
     model = build(LAYERS.get(layer, keras.layers.LSTM), context, steps, units, jit)
     fit = {"fit": lambda: model.fit(x, y, batch_size=batch, epochs=1, verbose=0)}
-    first = interleaved(fit, 1, warmup=0)["fit"][0, 0]
-    print(json.dumps({"first_s": float(first)}))
+    first, second = interleaved(fit, 2, warmup=0)["fit"][:, 0]
+    print(json.dumps({"first_s": float(first), "second_s": float(second)}))
 
 
-def first_epoch(layer, context, batch, steps, units, jit, repeats):
-    """`{"ours": (s, s), "lstm": (s, s)}`: the minimum first epoch over fresh processes,
-    the two models alternating (the pair's two statistics are the same number)."""
-    best = {}
+def first_epoch(layer, context, batch, steps, units, jit, repeats, batches=FIRST_EPOCH_BATCHES):
+    """`({"ours": (s, s), "lstm": (s, s)}, {"ours": s, "lstm": s})`: the minimum first
+    epoch over fresh processes, the two models alternating (the pair's two statistics are
+    the same number), and the minimum second epoch."""
+    best, second = {}, {}
     for _ in range(repeats):
         for side, name in (("ours", layer), ("lstm", "lstm")):
-            config = f"{name},{context},{batch},{steps},{units},{int(jit)}"
+            config = f"{name},{context},{batch},{steps},{units},{int(jit)},{batches}"
             out = subprocess.run(
                 [sys.executable, __file__, "--child-first", config],
                 capture_output=True,
                 text=True,
                 check=True,
             )
-            seconds = json.loads(out.stdout.strip().splitlines()[-1])["first_s"]
-            best[side] = min(best.get(side, seconds), seconds)
-    return {side: (t, t) for side, t in best.items()}
+            times = json.loads(out.stdout.strip().splitlines()[-1])
+            best[side] = min(best.get(side, times["first_s"]), times["first_s"])
+            second[side] = min(second.get(side, times["second_s"]), times["second_s"])
+    return {side: (t, t) for side, t in best.items()}, second
+
+
+def break_even_batches(ours, lstm, batches, bound):
+    """The shortest first epoch, in batches, from which ours / LSTM stays `<= bound`.
+
+    `ours` and `lstm` are `(first epoch s, second epoch s)` of `batches` batches each: a
+    first epoch of `n` batches takes `once + n * step`, with `step = second / batches` and
+    `once = first - second` (tracing and compiling). The ratio moves monotonically from
+    `once` towards the ratio of steps as `n` grows. Returns 1 where every length is
+    within the bound, `None` where long epochs are not (the steady ratio is above it).
+    """
+    (first_f, second_f), (first_l, second_l) = ours, lstm
+    step_f, step_l = second_f / batches, second_l / batches
+    once_f, once_l = max(first_f - second_f, 0.0), max(first_l - second_l, 0.0)
+    excess = once_f - bound * once_l  # what the steady margin has to pay back
+    margin = bound * step_l - step_f  # per batch
+    if abs(margin) <= 1e-9 * max(step_f, bound * step_l):  # equal steady ratio, round-off
+        margin = 0.0
+    if margin < 0 or (margin == 0 and excess > 0):
+        return None
+    if excess <= 0:
+        return 1
+    return max(1, math.ceil(excess / margin))
 
 
 def main():
@@ -201,12 +233,18 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--first-repeats", type=int, default=1, help="first: processes each")
+    parser.add_argument(
+        "--first-batches",
+        type=int,
+        default=FIRST_EPOCH_BATCHES,
+        help=f"first: batches per epoch [{FIRST_EPOCH_BATCHES}]",
+    )
     parser.add_argument("--child-first", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_first:
         name, context, *numbers = args.child_first.split(",")
-        batch, steps, units, jit = (int(v) for v in numbers)
-        first_epoch_child(name, context, batch, steps, units, bool(jit))
+        batch, steps, units, jit, batches = (int(v) for v in numbers)
+        first_epoch_child(name, context, batch, steps, units, bool(jit), batches)
         return
     wanted = args.calls.split(",")
     for call in wanted:
@@ -222,6 +260,7 @@ def main():
         "| ratio (min) | target | met |"
     )
     print("|---|---|---|---|---|---|---|---:|---:|---:|---:|---|---|")
+    splits = []  # the first epochs' one-time and steady parts
     for name in args.layers.split(","):
         configs = CONFIGS[name]
         if args.configs:
@@ -244,8 +283,44 @@ def main():
                 t = measure(fns, args.pairing, args.rounds, args.repeats)
                 print(row(*case, call, t["ours"], t["lstm"]), flush=True)
             if "first" in wanted:
-                t = first_epoch(name, context, batch, steps, units, jit, args.first_repeats)
+                t, second = first_epoch(
+                    name, context, batch, steps, units, jit, args.first_repeats, args.first_batches
+                )
                 print(row(*case, "first", t["ours"], t["lstm"]), flush=True)
+                splits.append((case, t, second))
+    if splits:
+        print(first_epoch_split(splits, args.first_batches))
+
+
+def first_epoch_split(splits, batches):
+    """The table after the first-epoch rows: one-time and per-batch parts, break-even."""
+    lines = [
+        f"\nFirst epochs of {batches} batches, split into a one-time part (first epoch minus "
+        "the second) and a steady part per batch; the last column: the shortest first "
+        "epoch within the bound (`break_even_batches`).\n",
+        "| layer | T | units | B | context | jit | one-time s (ours / LSTM) "
+        "| per batch ms (ours / LSTM) | bound | first epoch within it from |",
+        "|---|---|---|---|---|---|---:|---:|---|---:|",
+    ]
+    for case, first, second in splits:
+        name, steps, units, batch, context, jit = case
+        ours = (first["ours"][0], second["ours"])
+        lstm = (first["lstm"][0], second["lstm"])
+        bound = target(name, "first", jit, batch)
+        once = [max(f - s, 0.0) for f, s in (ours, lstm)]
+        per_batch = [s / batches * 1e3 for _, s in (ours, lstm)]
+        if bound is None:
+            even = "—"
+        else:
+            n = break_even_batches(ours, lstm, batches, bound)
+            even = "never (steady ratio above it)" if n is None else f"{n} batches"
+        cells = [
+            name, steps, units, batch, context, int(jit),
+            f"{once[0]:.1f} / {once[1]:.1f}", f"{per_batch[0]:.1f} / {per_batch[1]:.1f}",
+            "—" if bound is None else f"≤ {bound}", even,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

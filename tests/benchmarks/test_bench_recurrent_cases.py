@@ -143,3 +143,45 @@ def test_the_readme_states_the_same_bounds():
                     re.fullmatch(r"≤ ([0-9.]+)×", cell).group(1)
                 )
     assert found == ISSUE_39
+
+
+def _first_epoch(once, step, batches):
+    """`(first epoch s, second epoch s)` of `batches` batches: `once` + `batches * step`."""
+    return once + batches * step, batches * step
+
+
+@pytest.mark.parametrize(
+    "ours, lstm, expected",
+    [
+        # once 20 s, 0.1 s a batch against 1 s, 0.05 s: (20 + 0.1 n) <= 3 (1 + 0.05 n)
+        # from n = 17 / 0.05 = 340 batches on, not at 339.
+        ((20.0, 0.1), (1.0, 0.05), 340),
+        # Within the bound from the first batch: 2 + 0.1 n <= 3 (1 + 0.05 n).
+        ((2.0, 0.1), (1.0, 0.05), 1),
+        # The steady ratio 4 is above the bound: long epochs never meet it.
+        ((0.5, 0.2), (1.0, 0.05), None),
+        # The steady ratio equals the bound: met iff the one-time part is.
+        ((3.0, 0.15), (1.0, 0.05), 1),
+        ((3.5, 0.15), (1.0, 0.05), None),
+    ],
+)
+def test_break_even_batches_is_where_the_first_epoch_ratio_enters_the_bound(ours, lstm, expected):
+    batches = 4
+    ours_t, lstm_t = _first_epoch(*ours, batches), _first_epoch(*lstm, batches)
+    n = cases.break_even_batches(ours_t, lstm_t, batches, 3.0)
+    assert n == expected
+    if n is not None:  # the ratio of an epoch of n batches meets it, of n - 1 does not
+        ratio = lambda k: (ours[0] + k * ours[1]) / (lstm[0] + k * lstm[1])  # noqa: E731
+        assert ratio(n) <= 3.0 + 1e-12
+        assert n == 1 or ratio(n - 1) > 3.0
+
+
+def test_first_epoch_split_prints_the_parts_and_the_break_even():
+    case = ("fast_weights", 50, 128, 32, "layer", False)
+    first = {"ours": (20.4, 20.4), "lstm": (1.2, 1.2)}
+    second = {"ours": 0.4, "lstm": 0.2}
+    table = cases.first_epoch_split([(case, first, second)], batches=4)
+    cells = _cells(table.splitlines()[-1])
+    assert cells[:6] == ["fast_weights", "50", "128", "32", "layer", "0"]
+    # one-time 20.0 / 1.0 s; 100 / 50 ms a batch; 20 + 0.1 n <= 3 (1 + 0.05 n) from 340.
+    assert cells[6:] == ["20.0 / 1.0", "100.0 / 50.0", "≤ 3.0", "340 batches"]
