@@ -39,6 +39,7 @@ With several budgets, `--report` also prints them side by side, one row per mode
 import argparse
 import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -65,6 +66,22 @@ UPDATES = {"paper": 50_000, "tuned": 50_000, "tuned-decay": 100_000}
 #: The budgets whose rate is halved on a validation plateau: the patience, in evaluations
 #: (of 500 updates) without a validation loss lower by 1e-4. Others keep a constant rate.
 PLATEAU_PATIENCE = {"tuned-decay": 10}
+
+
+def dumps(results):
+    """The results file's text: indented, each point of a run's `curve` on one line (one
+    line per number grew the file past 2 MB)."""
+    points = []
+
+    def hold(point):
+        points.append(json.dumps(point))
+        return f"@@{len(points) - 1}@@"
+
+    held = {
+        name: {**run, "curve": [hold(p) for p in run["curve"]]} if "curve" in run else run
+        for name, run in results.items()
+    }
+    return re.sub(r'"@@(\d+)@@"', lambda m: points[int(m.group(1))], json.dumps(held, indent=1))
 
 
 def seeds_for(kind, units, seeds, fw50_seeds):
@@ -206,7 +223,7 @@ def main():
 
     def save(name, result):
         results[name] = result
-        path.write_text(json.dumps(results, indent=1))
+        path.write_text(dumps(results))
 
     if not args.report:
         data = ar.make_data(0)

@@ -1,5 +1,6 @@
 """examples/associative_retrieval.py: the task generator, and a reduced task learnt end to end."""
 
+import json
 import pathlib
 import sys
 
@@ -192,6 +193,22 @@ def test_decay_budget_halves_on_a_plateau_for_up_to_100k_updates(monkeypatch):
     assert smoke["budget"] == "tuned-decay"
     # The two budgets' runs have distinct keys, so one results file holds both.
     assert table.key("tuned-decay", "lstm", 50, 3e-3, 0) != table.key("tuned", "lstm", 50, 3e-3, 0)
+
+
+def test_results_file_keeps_every_value_with_a_curve_point_per_line():
+    results = {
+        "tuned/fw-20/lr0.001/seed0": {
+            "test_error": 0.1 + 0.2,
+            "command": 'python "x"',
+            "curve": [{"updates": 500, "val_accuracy": 1 / 3}, {"updates": 1000, "best": True}],
+        },
+        "tuned/lstm-20/lr0.001/seed0": {"test_error": 0.5},
+    }
+    text = table.dumps(results)
+    assert json.loads(text) == results
+    lines = text.splitlines()
+    assert '   {"updates": 500, "val_accuracy": 0.3333333333333333},' in lines
+    assert '   {"updates": 1000, "best": true}' in lines
 
 
 def test_report_puts_the_budgets_side_by_side():
