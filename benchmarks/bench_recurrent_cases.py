@@ -206,9 +206,9 @@ def break_even_batches(ours, lstm, batches, bound):
     `once = first - second` (tracing and compiling). The ratio moves monotonically from
     `once` towards the ratio of steps as `n` grows. Returns 1 where every length is
     within the bound, `None` where long epochs are not (the steady ratio is above it).
-    An extrapolation from epochs of one length: where the first epoch's excess over the
-    second grows with the epoch's length, the true break-even lies later (time the
-    length itself with `--first-batches` to check).
+    An extrapolation from epochs of one length: time that length itself with
+    `--first-batches` (and several `--first-repeats`: compile times vary between processes)
+    to check it.
     """
     (first_f, second_f), (first_l, second_l) = ours, lstm
     step_f, step_l = second_f / batches, second_l / batches
