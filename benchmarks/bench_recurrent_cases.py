@@ -203,8 +203,8 @@ def break_even_batches(ours, lstm, batches, bound):
 
     `ours` and `lstm` are `(first epoch s, second epoch s)` of `batches` batches each: a
     first epoch of `n` batches takes `once + n * step`, with `step = second / batches` and
-    `once = first - second` (tracing and compiling). The ratio moves monotonically from
-    `once` towards the ratio of steps as `n` grows. Returns 1 where every length is
+    `once = first - second` (tracing and compiling). As `n` grows the ratio moves
+    monotonically from the ratio of the one-time parts towards the ratio of the steps. Returns 1 where every length is
     within the bound, `None` where long epochs are not (the steady ratio is above it).
     An extrapolation from epochs of one length: time that length itself with
     `--first-batches` (and several `--first-repeats`: compile times vary between processes)
@@ -249,6 +249,8 @@ def main():
         batch, steps, units, jit, batches = (int(v) for v in numbers)
         first_epoch_child(name, context, batch, steps, units, bool(jit), batches)
         return
+    if args.first_batches < 1:
+        parser.error(f"--first-batches must be at least 1; got {args.first_batches}")
     wanted = args.calls.split(",")
     for call in wanted:
         if call not in CALLS:
