@@ -198,21 +198,25 @@ def first_epoch(layer, context, batch, steps, units, jit, repeats, batches=FIRST
     return {side: (t, t) for side, t in best.items()}, second
 
 
+def epoch_parts(first, second, batches):
+    """`(once, step)` seconds of a first epoch: the one-time part (tracing and compiling,
+    `first - second`, at least 0) and the steady time per batch (`second / batches`), from
+    a first and a second epoch of `batches` batches each."""
+    return max(first - second, 0.0), second / batches
+
+
 def break_even_batches(ours, lstm, batches, bound):
     """The shortest first epoch, in batches, from which ours / LSTM stays `<= bound`.
 
     `ours` and `lstm` are `(first epoch s, second epoch s)` of `batches` batches each: a
-    first epoch of `n` batches takes `once + n * step`, with `step = second / batches` and
-    `once = first - second` (tracing and compiling). As `n` grows the ratio moves
-    monotonically from the ratio of the one-time parts towards the ratio of the steps. Returns 1 where every length is
-    within the bound, `None` where long epochs are not (the steady ratio is above it).
-    An extrapolation from epochs of one length: time that length itself with
-    `--first-batches` (and several `--first-repeats`: compile times vary between processes)
-    to check it.
+    first epoch of `n` batches takes `once + n * step` (`epoch_parts`). As `n` grows the
+    ratio moves monotonically from the ratio of the one-time parts towards the ratio of
+    the steps. Returns 1 where every length is within the bound, `None` where long epochs
+    are not (the steady ratio is above it). An extrapolation from epochs of one length:
+    time that length itself with `--first-batches` (and several `--first-repeats`: compile
+    times vary between processes) to check it.
     """
-    (first_f, second_f), (first_l, second_l) = ours, lstm
-    step_f, step_l = second_f / batches, second_l / batches
-    once_f, once_l = max(first_f - second_f, 0.0), max(first_l - second_l, 0.0)
+    (once_f, step_f), (once_l, step_l) = (epoch_parts(*t, batches) for t in (ours, lstm))
     excess = once_f - bound * once_l  # what the steady margin has to pay back
     margin = bound * step_l - step_f  # per batch
     if abs(margin) <= 1e-9 * max(step_f, bound * step_l):  # equal steady ratio, round-off
@@ -312,8 +316,7 @@ def first_epoch_split(splits, batches):
         ours = (first["ours"][0], second["ours"])
         lstm = (first["lstm"][0], second["lstm"])
         bound = target(name, "first", jit, batch)
-        once = [max(f - s, 0.0) for f, s in (ours, lstm)]
-        per_batch = [s / batches * 1e3 for _, s in (ours, lstm)]
+        (once_f, step_f), (once_l, step_l) = (epoch_parts(*t, batches) for t in (ours, lstm))
         if bound is None:
             even = "—"
         else:
@@ -321,7 +324,7 @@ def first_epoch_split(splits, batches):
             even = "never (steady ratio above it)" if n is None else f"{n} batches"
         cells = [
             name, steps, units, batch, context, int(jit),
-            f"{once[0]:.1f} / {once[1]:.1f}", f"{per_batch[0]:.1f} / {per_batch[1]:.1f}",
+            f"{once_f:.1f} / {once_l:.1f}", f"{step_f * 1e3:.1f} / {step_l * 1e3:.1f}",
             "—" if bound is None else f"≤ {bound}", even,
         ]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
