@@ -7,12 +7,16 @@ validation, every configuration of the grid (`snn_train.BUDGET_GRID` unless `--l
 is trained on the other 85 % with early stopping on the validation accuracy, the best on
 validation is chosen (ties: more layers) and its test accuracy is the row's `test`. One row
 per data set and method is merged into `--json` as soon as it is done (rows already there
-are skipped unless `--redo`), so an interrupted run resumes.
+are skipped unless `--redo`), so an interrupted run resumes; a row's `command` names `--json`
+when it is not the default file.
 
     python examples/snn_benchmarks/uci.py --data DIR                 # sets >= 1000 examples
     python examples/snn_benchmarks/uci.py --data DIR --sets small    # then the others
     python examples/snn_benchmarks/uci.py --data DIR --datasets abalone --methods snn
     python examples/snn_benchmarks/uci.py --data DIR --quick         # 2 sets, 1 depth: CI
+    python examples/snn_benchmarks/uci.py --data DIR --methods snn --optimizer sgd \
+        --lr 0.01 0.1 1 --dropout 0.05 0 --units 256 --epochs 100 \
+        --json notebooks/data/snn_uci_sgd.json --datasets plant-shape  # a wider SNN grid
 
 `DIR` is the folder of the data (or its tar archive). `--quick` trains 2 data sets, one
 depth (4 layers of 32 units) for 3 epochs, writes no JSON unless `--json` is given.
@@ -87,9 +91,22 @@ def run(dataset, method, grid, args, log=print):
         "command": snn_train.command(
             "uci.py",
             "NORMKIT_UCI121_DATA",
-            ["--datasets", dataset.name, "--methods", method, *snn_train.training_args(args)],
+            ["--datasets", dataset.name, "--methods", method, *snn_train.training_args(args)]
+            + json_args(args.json),
         ),
     }
+
+
+def json_args(path):
+    """`--json PATH` for a row's command when its rows go to another file than the default
+    (relative to the repository when inside it), so that re-running it replaces that row."""
+    if not path:
+        return []
+    path, default = pathlib.Path(path).resolve(), pathlib.Path(DEFAULT_JSON)
+    if path == default:
+        return []
+    root = default.parents[2]
+    return ["--json", str(path.relative_to(root)) if path.is_relative_to(root) else str(path)]
 
 
 def parse_args(argv=None):

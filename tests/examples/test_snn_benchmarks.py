@@ -92,11 +92,19 @@ def test_uci_quick_rows_are_deterministic_and_rerunnable(tmp_path, monkeypatch):
     command = shlex.split(rows[0]["command"])
     assert command[:2] == ["python", "examples/snn_benchmarks/uci.py"]
     assert command[command.index("--data") + 1] == "$NORMKIT_UCI121_DATA"
+    assert command[command.index("--json") + 1] == str(tmp_path / "a.json")
     command[command.index("--data") + 1] = str(root)
     again = uci.main(command[2:] + ["--json", str(tmp_path / "b.json")])
     assert len(again) == 1
     for key in ("test", "validation", "epoch", "layers"):
         assert again[0][key] == rows[0][key]
+
+
+def test_a_rows_command_names_its_json_unless_the_default():
+    assert uci.json_args(None) == [] and uci.json_args(uci.DEFAULT_JSON) == []
+    inside = pathlib.Path(uci.DEFAULT_JSON).with_name("snn_uci_sgd.json")
+    assert uci.json_args(str(inside)) == ["--json", "notebooks/data/snn_uci_sgd.json"]
+    assert uci.json_args("/elsewhere/rows.json") == ["--json", "/elsewhere/rows.json"]
 
 
 def test_htru2_quick_on_a_small_file(tmp_path):

@@ -151,3 +151,38 @@ def test_uci_table_puts_the_paper_beside_ours_and_checks_the_accuracy_target():
     assert "mean -5.8, from -10.0 to -1.5 points" in table
     # the paper's ranks on the same sets as ours: SNN 1 on a and tied first on b (ours: tied 2.5 on b)
     assert "| SNN | -2.25 | -2.75 | " in table
+
+
+def test_wider_grid_table_sets_the_snn_rows_beside_the_budget_and_the_paper():
+    def snn(dataset, n, test, **config):
+        return {
+            "dataset": dataset, "method": "snn", "n_examples": n, "test": test,
+            "layers": config.get("layers", 4), "units": config.get("units", 256),
+            "lr": config.get("lr", 0.1), "dropout": config.get("dropout", 0.0),
+            "optimizer": config.get("optimizer", "sgd"),
+            "validation_by_config": {"2x256/lr0.1/do0": 0.5, "4x256/lr0.1/do0": 0.6},
+        }  # fmt: skip
+
+    paper = [
+        {"dataset": s, "method": "snn", "n_examples": 2000, "test": t}
+        for s, t in (("a", 0.90), ("b", 0.80), ("c", 0.70))
+    ]
+    budget = [snn("a", 2000, 0.80, optimizer="adam"), snn("b", 2000, 0.79, optimizer="adam")]
+    budget += [snn("c", 2000, 0.60, optimizer="adam"), snn("d", 500, 0.5, optimizer="adam")]
+    wider = [snn("a", 2000, 0.89, lr=1.0), snn("c", 2000, 0.65, dropout=0.05)]
+    text = report.uci_sgd_table(wider, budget, paper)
+    lines = text.splitlines()
+    # worst budget gap first: a (-10), c (-10) tie broken by name; b never ran wider
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| a") or
+            line.startswith("| c")] == ["| a", "| c"]  # fmt: skip
+    assert "| a | 2000 | 80.0 (4) | 89.0 | 4 x 256, lr 1, dropout 0 | 90.0 |" in text
+    assert "| c | 2000 | 60.0 (4) | 65.0 | 4 x 256, lr 0.1, dropout 0.05 | 70.0 |" in text
+    # gaps: budget -10, -10 (mean -10); wider -1, -5 (mean -3); within 2: 0 and 1; closer 2 of 2
+    assert "mean -10.0 points under the budget, -3.0 under the wider grid" in text
+    assert "within 2 points: 0 and 1; closer to the paper with the wider grid on 2 of 2" in text
+    # the target over the 3 large sets: a (wider, -1) and b (budget, -1) within, c not
+    assert "2 of 3 sets with >= 1000 examples within 2 points (67 %" in text
+    assert (
+        "at depths 2, 4; 256 units)" in text and "Sets done: 2. Grid: sgd, 2 configurations" in text
+    )
+    assert report.uci_sgd_table([], budget, paper) == "No set run with the wider grid yet.\n"
