@@ -1,4 +1,4 @@
-"""The SNN paper's UCI benchmark: seven fully connected methods on the Fernández-Delgado et al.
+r"""The SNN paper's UCI benchmark: seven fully connected methods on the Fernández-Delgado et al.
 UCI data sets, accuracy on the test half of `conxuntos.dat`.
 
 Per data set and method: 15 % of the training half (stratified, seeded) is held out for
