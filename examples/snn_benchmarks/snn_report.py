@@ -274,6 +274,50 @@ def uci_sgd_table(sgd_rows, budget_rows, paper=None):
     return "\n".join(lines) + "\n"
 
 
+def uci_sgd_methods(sgd_rows, budget_rows, paper=None):
+    """The methods run under the wider grid, on the sets where all of them ran: each one's
+    mean accuracy and average rank among them (rank - (k + 1) / 2 for k methods) under the
+    budget, under the wider grid, and the paper's on the same sets."""
+    paper = paper_rows() if paper is None else paper
+    methods = [m for m in METHODS if any(r["method"] == m for r in sgd_rows)]
+    if len(methods) < 2:
+        return ""
+    tables = {
+        "budget": {(r["dataset"], r["method"]): r["test"] for r in budget_rows},
+        "wider": {(r["dataset"], r["method"]): r["test"] for r in sgd_rows},
+        "paper": {(r["dataset"], r["method"]): r["test"] for r in paper},
+    }
+    sets = sorted(
+        {
+            r["dataset"]
+            for r in sgd_rows
+            if all((r["dataset"], m) in t for t in tables.values() for m in methods)
+        }
+    )
+    if not sets:
+        return ""
+    middle = (len(methods) + 1) / 2
+    stats = {}
+    for name, table in tables.items():
+        accs = np.array([[table[s, m] for m in methods] for s in sets])
+        ranks = np.array([rankdata(-row) for row in accs])
+        stats[name] = (100 * accs.mean(axis=0), ranks.mean(axis=0) - middle)
+    lines = [
+        f"{', '.join(NAMES[m] for m in methods)} under the wider grid, on the {len(sets)} sets "
+        "where all of them ran: mean test accuracy (%) and average rank among these "
+        f"{len(methods)} methods (rank - {middle:g}; lower is better):",
+        "",
+        "| method | accuracy, budget | accuracy, wider grid | accuracy, paper "
+        "| rank, budget | rank, wider grid | rank, paper |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, m in enumerate(methods):
+        acc = " | ".join(f"{stats[k][0][i]:.1f}" for k in tables)
+        rank = " | ".join(f"{stats[k][1][i]:+.2f}" for k in tables)
+        lines.append(f"| {NAMES[m]} | {acc} | {rank} |")
+    return "\n".join(lines) + "\n"
+
+
 def _n(rows, dataset):
     return next(r["n_examples"] for r in rows if r["dataset"] == dataset)
 
@@ -430,11 +474,18 @@ def sections():
     """{marker: generated Markdown} for every generated part of the guide page."""
     return {
         "SNN_UCI": uci_tables(load("snn_uci.json")),
-        "SNN_UCI_SGD": uci_sgd_table(load("snn_uci_sgd.json"), load("snn_uci.json")),
+        "SNN_UCI_SGD": _joined(
+            uci_sgd_table(load("snn_uci_sgd.json"), load("snn_uci.json")),
+            uci_sgd_methods(load("snn_uci_sgd.json"), load("snn_uci.json")),
+        ),
         "SNN_HTRU2": htru2_table(load("snn_htru2.json")),
         "SNN_TOX21": tox21_table(load("snn_tox21.json")),
         "SNN_ACTIVATIONS": activation_table(load("snn_activations.json")),
     }
+
+
+def _joined(*parts):
+    return "\n".join(p for p in parts if p)
 
 
 def render(page, generated):

@@ -186,3 +186,22 @@ def test_wider_grid_table_sets_the_snn_rows_beside_the_budget_and_the_paper():
         "at depths 2, 4; 256 units)" in text and "Sets done: 2. Grid: sgd, 2 configurations" in text
     )
     assert report.uci_sgd_table([], budget, paper) == "No set run with the wider grid yet.\n"
+
+
+def test_methods_under_the_wider_grid_are_ranked_among_themselves_by_hand():
+    def row(dataset, method, test):
+        return {"dataset": dataset, "method": method, "test": test}
+
+    budget = [row("a", "snn", 0.5), row("a", "msra", 0.7), row("b", "snn", 0.9)]
+    budget += [row("b", "msra", 0.8), row("c", "snn", 0.1), row("c", "msra", 0.2)]
+    wider = [row("a", "snn", 0.8), row("a", "msra", 0.6), row("b", "snn", 0.7)]
+    wider += [row("b", "msra", 0.7), row("c", "snn", 0.3)]  # c: msra missing, not compared
+    paper = [row("a", "snn", 0.9), row("a", "msra", 0.9), row("b", "snn", 0.6)]
+    paper += [row("b", "msra", 0.5)]
+    text = report.uci_sgd_methods(wider, budget, paper)
+    assert "on the 2 sets where all of them ran" in text and "(rank - 1.5" in text
+    # budget: a msra first, b snn first -> both 0; wider: a snn first, b tie -> snn -0.25
+    # paper: a tie, b snn first -> snn -0.25; accuracies are means over a and b
+    assert "| SNN | 70.0 | 75.0 | 75.0 | +0.00 | -0.25 | -0.25 |" in text
+    assert "| MSRAinit | 75.0 | 65.0 | 70.0 | +0.00 | +0.25 | +0.25 |" in text
+    assert report.uci_sgd_methods([row("a", "snn", 0.8)], budget, paper) == ""
