@@ -182,6 +182,9 @@ def test_wider_grid_table_sets_the_snn_rows_beside_the_budget_and_the_paper():
     assert "within 2 points: 0 and 1; closer to the paper with the wider grid on 2 of 2" in text
     # the target over the 3 large sets: a (wider, -1) and b (budget, -1) within, c not
     assert "2 of 3 sets with >= 1000 examples within 2 points (67 %" in text
+    assert "the other six ran under the budget only" in text
+    with_msra = wider + [dict(wider[0], method="msra")]
+    assert "only MSRAinit besides SNN ran" in report.uci_sgd_table(with_msra, budget, paper)
     assert (
         "at depths 2, 4; 256 units)" in text and "Sets done: 2. Grid: sgd, 2 configurations" in text
     )
