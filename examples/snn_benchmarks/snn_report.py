@@ -272,7 +272,7 @@ def uci_sgd_table(sgd_rows, budget_rows, paper=None):
             f"{WITHIN_POINTS:g} points ({100 * counted / len(large):.0f} %; 80 % needed). The "
             "rank target is not recomputed: it ranks all seven methods, and "
             + (
-                f"only {', '.join(others)} besides SNN ran under the wider grid (below)."
+                f"only {' and '.join(others)} besides SNN ran under the wider grid (below)."
                 if others
                 else "the other six ran under the budget only."
             ),
