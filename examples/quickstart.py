@@ -27,6 +27,10 @@ from sklearn.preprocessing import StandardScaler
 import keras_normkit
 from keras_normkit.layers import SELU, AlphaDropout
 
+#: Training's, prediction's and serving's batch size (serving in the same batches as
+#: `predict` gives bitwise the same logits).
+BATCH_SIZE = 32
+
 
 def load_data(seed=0):
     digits = load_digits()
@@ -60,16 +64,16 @@ def main(epochs=40, out_dir=None):
     start = time.time()
     x_train, y_train, x_test, y_test = load_data()
     model = build_snn()
-    steps = epochs * int(np.ceil(0.9 * len(x_train) / 32))
+    steps = epochs * int(np.ceil(0.9 * len(x_train) / BATCH_SIZE))
     model.compile(
         optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(1e-3, steps)),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
     history = model.fit(
-        x_train, y_train, batch_size=32, epochs=epochs, validation_split=0.1, verbose=0
+        x_train, y_train, batch_size=BATCH_SIZE, epochs=epochs, validation_split=0.1, verbose=0
     )
-    logits = model.predict(x_test, batch_size=32, verbose=0)
+    logits = model.predict(x_test, batch_size=BATCH_SIZE, verbose=0)
     accuracy = float(np.mean(np.argmax(logits, axis=1) == y_test))
 
     out_dir = pathlib.Path(out_dir or tempfile.mkdtemp(prefix="keras_normkit_quickstart_"))
@@ -77,20 +81,20 @@ def main(epochs=40, out_dir=None):
     keras_path = out_dir / "deep_snn.keras"
     model.save(keras_path)
     reloaded = keras.models.load_model(keras_path)  # no custom_objects needed
-    reloaded_logits = reloaded.predict(x_test, batch_size=32, verbose=0)
+    reloaded_logits = reloaded.predict(x_test, batch_size=BATCH_SIZE, verbose=0)
 
     export_path = out_dir / "deep_snn_savedmodel"
     model.export(str(export_path), verbose=False)
     import tensorflow as tf  # plain TensorFlow serving path
 
     served_model = tf.saved_model.load(str(export_path))
-    # Served in the batches `predict` used (32): a matrix product over another number of
+    # Served in the batches `predict` used: a matrix product over another number of
     # rows may round differently in the last bits (a few ulps of logits near 100), which is
     # not a difference between the two models.
     served = np.concatenate(
         [
-            served_model.serve(tf.constant(x_test[i : i + 32])).numpy()
-            for i in range(0, len(x_test), 32)
+            served_model.serve(tf.constant(x_test[i : i + BATCH_SIZE])).numpy()
+            for i in range(0, len(x_test), BATCH_SIZE)
         ]
     )
 

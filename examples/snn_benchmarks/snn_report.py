@@ -58,6 +58,11 @@ def load(name):
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def accuracies(rows):
+    """{(dataset, method): test} of a list of rows."""
+    return {(r["dataset"], r["method"]): r["test"] for r in rows}
+
+
 def paper_rows(path=PAPER_TABLE):
     """The paper's Table A11 as result rows (`dataset`, `method`, `n_examples`, `test`), the
     form of ours; cells the paper reports as NA are left out."""
@@ -115,7 +120,7 @@ def uci_tables(rows, paper=None):
     """The UCI section: our accuracy beside the paper's (Table A11) per data set, the average
     ranks (ours, and the paper's on the same sets), and the issue's two targets."""
     paper = paper_rows() if paper is None else paper
-    by_paper = {(r["dataset"], r["method"]): r["test"] for r in paper}
+    by_paper = accuracies(paper)
     large = [r for r in rows if r["n_examples"] >= 1000]
     sets = sorted({r["dataset"] for r in rows}, key=lambda s: (-_n(rows, s), s))
     lines = [
@@ -213,7 +218,7 @@ def uci_sgd_table(sgd_rows, budget_rows, paper=None):
     dropout rates) beside the same sets' SNN under the shared budget and the paper's accuracy,
     and how many of the >= 1000 sets the accuracy target then counts."""
     paper = paper_rows() if paper is None else paper
-    by_paper = {(r["dataset"], r["method"]): r["test"] for r in paper}
+    by_paper = accuracies(paper)
     budget = {r["dataset"]: r for r in budget_rows if r["method"] == "snn"}
     sgd = {r["dataset"]: r for r in sgd_rows if r["method"] == "snn"}
     sets = sorted(
@@ -289,9 +294,9 @@ def uci_sgd_methods(sgd_rows, budget_rows, paper=None):
     if len(methods) < 2:
         return ""
     tables = {
-        "budget": {(r["dataset"], r["method"]): r["test"] for r in budget_rows},
-        "wider": {(r["dataset"], r["method"]): r["test"] for r in sgd_rows},
-        "paper": {(r["dataset"], r["method"]): r["test"] for r in paper},
+        "budget": accuracies(budget_rows),
+        "wider": accuracies(sgd_rows),
+        "paper": accuracies(paper),
     }
     sets = sorted(
         {
@@ -478,11 +483,11 @@ def activation_table(runs):
 
 def sections():
     """{marker: generated Markdown} for every generated part of the guide page."""
+    uci, wider, paper = load("snn_uci.json"), load("snn_uci_sgd.json"), paper_rows()
     return {
-        "SNN_UCI": uci_tables(load("snn_uci.json")),
+        "SNN_UCI": uci_tables(uci, paper),
         "SNN_UCI_SGD": _joined(
-            uci_sgd_table(load("snn_uci_sgd.json"), load("snn_uci.json")),
-            uci_sgd_methods(load("snn_uci_sgd.json"), load("snn_uci.json")),
+            uci_sgd_table(wider, uci, paper), uci_sgd_methods(wider, uci, paper)
         ),
         "SNN_HTRU2": htru2_table(load("snn_htru2.json")),
         "SNN_TOX21": tox21_table(load("snn_tox21.json")),
