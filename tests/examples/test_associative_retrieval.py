@@ -261,7 +261,6 @@ def test_fast_weights_learns_reduced_task():
         learning_rate=3e-3,
         eval_every=500,
         target_accuracy=0.97,
-        max_seconds=150,
         jit_compile=False,  # XLA compilation costs more than it saves here
         verbose=False,
     )
