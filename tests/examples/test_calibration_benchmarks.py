@@ -51,8 +51,11 @@ def synthetic_splits(data, sizes=(300, 150, 200), classes=3, seed=0):
     return data.Splits(*out, [f"class{k}" for k in range(classes)])
 
 
-def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path):
+def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path, monkeypatch):
     data, run, report = bench
+    # 50 bootstrap resamples, not the benchmark's 1000: the intervals' code path is the same,
+    # and the smooth ECE's bandwidth search over 1000 resamples took 75 of the test's 90 s.
+    monkeypatch.setattr(run, "BOOTSTRAP", 50)
     splits = synthetic_splits(data)
     config = dict(TINY_DAN, epochs=2)
     path = tmp_path / "table.json"
