@@ -5,7 +5,8 @@ import pathlib
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 
 @pytest.mark.slow
@@ -41,5 +42,5 @@ def test_notebook_results_do_not_depend_on_the_machine_speed():
     reached: on a loaded CI machine the cap could stop it early, and where it passed, the
     result depended on the machine's speed. It now trains to a validation accuracy.
     """
-    for source in sorted((NOTEBOOKS[0].parent / "src").glob("*.py")):
+    for source in sorted((NOTEBOOK_DIR / "src").glob("*.py")):
         assert "max_seconds" not in source.read_text(), f"{source.name} caps training by time"
