@@ -20,7 +20,11 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450; Cho
 import keras
 from keras import activations, ops
 
-from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
+from keras_normkit.layers._layer_norm_rnn_base import (
+    _activation_name,
+    _LayerNormCellBase,
+    _LayerNormRNNBase,
+)
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
 
@@ -160,6 +164,19 @@ class LayerNormGRUCell(_LayerNormCellBase):
             candidate = self.activation(x_h + self._norm(self.candidate_norm, u_h, w))
         h = z * h_tm1 + (1 - z) * candidate
         return h, ([h] if nested else h)
+
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_gru(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            recurrent_activation=_activation_name(self.recurrent_activation),
+            reset_after=self.reset_after,
+            mask=mask,
+            **rnn_arguments,
+        )
 
     def get_config(self):
         config = super().get_config()

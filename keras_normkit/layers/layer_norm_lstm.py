@@ -18,7 +18,11 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450, §3
 import keras
 from keras import activations, initializers, ops
 
-from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
+from keras_normkit.layers._layer_norm_rnn_base import (
+    _activation_name,
+    _LayerNormCellBase,
+    _LayerNormRNNBase,
+)
 
 __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
 
@@ -169,6 +173,19 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         c_normalized = self._norm(self.state_norm, c, w)
         h = o * self.activation(c_normalized)
         return h, [h, c_normalized if self.carry_normalized_state else c]
+
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_lstm(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            recurrent_activation=_activation_name(self.recurrent_activation),
+            carry_normalized_state=self.carry_normalized_state,
+            mask=mask,
+            **rnn_arguments,
+        )
 
     def get_config(self):
         config = super().get_config()

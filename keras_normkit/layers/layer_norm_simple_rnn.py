@@ -106,6 +106,17 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
         h = self.activation(z)
         return h, ([h] if isinstance(states, (list, tuple)) else h)
 
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_simple_rnn(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            mask=mask,
+            **rnn_arguments,
+        )
+
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormSimpleRNN(_LayerNormRNNBase):
