@@ -33,6 +33,9 @@ import torch
 
 __all__ = [
     "ACTIVATIONS",
+    "FAST_WEIGHTS_CHECKPOINT",
+    "FAST_WEIGHTS_KEEP_BYTES",
+    "fast_weights_rnn",
     "layer_norm_gru",
     "layer_norm_lstm",
     "layer_norm_simple_rnn",
@@ -180,7 +183,7 @@ def _distinct(result):
     return tuple(out)
 
 
-def _finish(result, all_outputs, go_backwards):
+def _finish(result, all_outputs):
     """`(last_output, outputs, states)` in Keras's layout from the loop's time-major result."""
     outputs, *states = result
     if all_outputs:
@@ -387,7 +390,7 @@ def layer_norm_lstm(
         beta_c.to(dtype),
         None if recurrent_mask is None else recurrent_mask.to(dtype),
     )
-    return _finish(result, spec["all_outputs"], go_backwards)
+    return _finish(result, spec["all_outputs"])
 
 
 # --------------------------------------------------------------------------------------
@@ -622,7 +625,7 @@ def layer_norm_gru(
         beta_c,
         None if recurrent_mask is None else recurrent_mask.to(dtype),
     )
-    return _finish(result, spec["all_outputs"], go_backwards)
+    return _finish(result, spec["all_outputs"])
 
 
 # --------------------------------------------------------------------------------------
@@ -754,4 +757,295 @@ def layer_norm_simple_rnn(
         beta,
         None if recurrent_mask is None else recurrent_mask.to(dtype),
     )
-    return _finish(result, spec["all_outputs"], go_backwards)
+    return _finish(result, spec["all_outputs"])
+
+
+# --------------------------------------------------------------------------------------
+# Fast weights
+# --------------------------------------------------------------------------------------
+
+# The fast-weights loop keeps every step's `A` (`(B, H, H)`) for back-propagation when they
+# take at most `FAST_WEIGHTS_KEEP_BYTES` in all; beyond, one every `FAST_WEIGHTS_CHECKPOINT`
+# steps, and the backward pass recomputes the steps' `A` between two kept ones (memory
+# `T·B·H²/8` instead of `T·B·H²`, one more `B·H²` pass per step).
+FAST_WEIGHTS_KEEP_BYTES = 1 << 28
+FAST_WEIGHTS_CHECKPOINT = 8
+
+
+def _fast_weights_interval(steps, a):
+    """Steps between two `A` kept for back-propagation (1: every step)."""
+    size = steps * a.numel() * a.element_size()
+    return 1 if size <= FAST_WEIGHTS_KEEP_BYTES else FAST_WEIGHTS_CHECKPOINT
+
+
+def _column(v):
+    return v.unsqueeze(2)
+
+
+def _row(v):
+    return v.unsqueeze(1)
+
+
+class _FastWeightsLoop(torch.autograd.Function):
+    """The fast-weights recurrence over `(T, B, H)` projected inputs `xp_t = C x_t + bias`.
+
+    `b = xp_t + h W`, `v_0 = f(b)` (`f(LN(b))` with the preliminary norm), `S` times
+    `v_{s+1} = f(LN(b + A v_s))`, `h = v_S`, then `A <- λ A + η h hᵀ`; masked steps keep `h`
+    and `A`. `gamma`, `beta` are `None` without layer norm. The backward pass carries the
+    adjoint of `A` and recomputes `A` from copies kept every `FAST_WEIGHTS_CHECKPOINT` steps.
+    """
+
+    @staticmethod
+    def _write(spec, a, h_new, m):
+        written = torch.baddbmm(
+            a, _column(h_new), _row(h_new), beta=spec["decay"], alpha=spec["learning_rate"]
+        )
+        return written if m is None else torch.where(m.unsqueeze(-1), written, a)
+
+    @staticmethod
+    def loop(spec, xp, h0, a0, kernel, gamma, beta, r_mask, *, record):
+        n = kernel.shape[0]
+        act, _ = spec["activation"]
+        eps, inner_steps, preliminary = spec["eps"], spec["inner_steps"], spec["preliminary"]
+        masks = spec["masks"]
+        masking = _Masking(masks, spec["zero_output"])
+        normalized = gamma is not None
+
+        def norm(x):
+            if not normalized:
+                return x, None, None
+            return torch.native_layer_norm(x, (n,), gamma, beta, eps)
+
+        h, a = h0, a0
+        y = torch.zeros_like(h0) if masks is not None else None
+        ys, saved, checkpoints = [], [], []
+        interval = _fast_weights_interval(xp.shape[0], a0)
+        for t, x_t in enumerate(xp.unbind(0)):
+            if record and t % interval == 0:
+                checkpoints.append(a)
+            h_in = h if r_mask is None else h * r_mask
+            b = torch.addmm(x_t, h_in, kernel)
+            p, mean_p, rstd_p = norm(b) if preliminary else (b, None, None)
+            v = act(p)
+            step = [h_in, b, mean_p, rstd_p, v]
+            for _ in range(inner_steps):
+                q = torch.baddbmm(_column(b), a, _column(v)).squeeze(2)
+                o, mean, rstd = norm(q)
+                v = act(o)
+                step += [q, mean, rstd, v]
+            if record:
+                saved.append(step)
+            m = None if masks is None else masks[t]
+            a = _FastWeightsLoop._write(spec, a, v, m)
+            (h,), y = masking.forward(t, (v,), (h,), v, y)
+            if spec["all_outputs"]:
+                ys.append(y)
+        outputs = torch.stack(ys) if spec["all_outputs"] else y
+        return (outputs, h, a), (saved, checkpoints)
+
+    @staticmethod
+    def forward(ctx, spec, xp, h0, a0, kernel, gamma, beta, r_mask):
+        result, (saved, checkpoints) = _FastWeightsLoop.loop(
+            spec, xp, h0, a0, kernel, gamma, beta, r_mask, record=True
+        )
+        ctx.spec = spec
+        # Stacked by kind: `None` where a step has no such value (no norm, no preliminary).
+        columns = [
+            torch.stack(column) if column[0] is not None else None
+            for column in zip(*saved, strict=True)
+        ]
+        ctx.columns = [c is not None for c in columns]
+        ctx.kept = len(checkpoints)
+        # The kept `A` as they are (no stacked copy: one `B·H²` pass per step).
+        ctx.save_for_backward(
+            kernel,
+            gamma,
+            beta,
+            r_mask,
+            *checkpoints,
+            *(c for c in columns if c is not None),
+        )
+        return _distinct(result)
+
+    @staticmethod
+    def backward(ctx, d_outputs, d_h, d_a):
+        spec = ctx.spec
+        kernel, gamma, beta, r_mask, *present = ctx.saved_tensors
+        checkpoints, present = present[: ctx.kept], iter(present[ctx.kept :])
+        columns = [next(present) if p else None for p in ctx.columns]
+        h_in, b, mean_p, rstd_p, v0, *inner = columns
+        n = kernel.shape[0]
+        _, act_grad = spec["activation"]
+        inner_steps, preliminary = spec["inner_steps"], spec["preliminary"]
+        decay, rate = spec["decay"], spec["learning_rate"]
+        masks = spec["masks"]
+        masking = _Masking(masks, spec["zero_output"])
+        normalized = gamma is not None
+        steps = b.shape[0]
+        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"], masks is not None)
+        kernel_t = kernel.t()
+
+        def per_step(x):
+            return None if x is None else x.unbind(0)
+
+        vs = [per_step(v0)] + [per_step(inner[4 * s + 3]) for s in range(inner_steps)]
+        qs = [per_step(inner[4 * s]) for s in range(inner_steps)]
+        stats = [
+            (per_step(inner[4 * s + 1]), per_step(inner[4 * s + 2])) for s in range(inner_steps)
+        ]
+        mean_p_s, rstd_p_s = per_step(mean_p), per_step(rstd_p)
+
+        def norm_grad(d, x, mean, rstd, t):
+            if not normalized:
+                return d
+            return aten.native_layer_norm_backward(
+                d, x, (n,), mean[t], rstd[t], gamma, beta, (True, False, False)
+            )[0]
+
+        d_b_all = [None] * steps
+        d_o_all = [[None] * steps for _ in range(inner_steps)]
+        d_p_all = [None] * steps
+        d_h_state, d_y = d_h, None
+        interval = _fast_weights_interval(steps, checkpoints[0])
+        decays = None
+        if masks is not None:  # the adjoint of `A` decays on the unmasked steps only
+            decays = [torch.where(m, decay, 1.0).unsqueeze(-1).to(b.dtype) for m in masks]
+        for chunk in range(len(checkpoints) - 1, -1, -1):
+            start = chunk * interval
+            stop = min(steps, start + interval)
+            # `A` before each step of the chunk, recomputed from the chunk's copy.
+            a_before = [checkpoints[chunk]]
+            for t in range(start, stop - 1):
+                m = None if masks is None else masks[t]
+                a_before.append(_FastWeightsLoop._write(spec, a_before[-1], vs[-1][t], m))
+            for t in range(stop - 1, start - 1, -1):
+                a_t = a_before[t - start]
+                (d_v,), d_old, d_y = masking.backward(t, (d_h_state,), _add(d_ys[t], d_y))
+                # The write `A <- λ A + η h hᵀ` (skipped on masked steps): `h` gets
+                # `η (dA + dAᵀ) h`, two products that read `dA` (a sum would write it).
+                h_new = _column(vs[-1][t])
+                written = torch.baddbmm(torch.bmm(d_a, h_new), d_a.transpose(1, 2), h_new).squeeze(
+                    2
+                )
+                if masks is None:
+                    d_v = torch.add(d_v, written, alpha=rate)
+                    scale = decay
+                else:
+                    d_v = d_v + torch.where(masks[t], written * rate, 0.0)
+                    d_a, scale = d_a * decays[t], 1.0
+                # The inner iterations, last first; the decay of `dA` joins the first
+                # product.
+                d_b = None
+                a_t_t = a_t.transpose(1, 2)
+                for s in range(inner_steps - 1, -1, -1):
+                    d_o = act_grad(d_v, vs[s + 1][t])
+                    d_q = norm_grad(d_o, qs[s][t], *stats[s], t)
+                    d_o_all[s][t] = d_o
+                    d_b = _add(d_b, d_q)
+                    d_a = torch.baddbmm(d_a, _column(d_q), _row(vs[s][t]), beta=scale)
+                    scale = 1.0
+                    d_v = torch.bmm(a_t_t, _column(d_q)).squeeze(2)
+                d_p = act_grad(d_v, vs[0][t])
+                if preliminary:
+                    d_p_all[t] = d_p
+                    d_p = norm_grad(d_p, b[t], mean_p_s, rstd_p_s, t)
+                d_b = d_b + d_p
+                d_h_in = torch.mm(d_b, kernel_t)
+                if r_mask is not None:
+                    d_h_in = d_h_in * r_mask
+                d_h_state = d_h_in if d_old is None else d_h_in + d_old[0]
+                d_b_all[t] = d_b
+        d_b = torch.stack(d_b_all)
+        d_kernel = torch.mm(h_in.reshape(-1, n).t(), d_b.reshape(-1, n))
+        d_gamma = d_beta = None
+        if normalized:
+            d_gamma = torch.zeros_like(gamma)
+            d_beta = torch.zeros_like(beta)
+            for s in range(inner_steps):
+                q = inner[4 * s]
+                g, sh = _norm_sums(
+                    torch.stack(d_o_all[s]), _normalized(q, inner[4 * s + 1], inner[4 * s + 2]), n
+                )
+                d_gamma, d_beta = d_gamma + g, d_beta + sh
+            if preliminary:
+                g, sh = _norm_sums(torch.stack(d_p_all), _normalized(b, mean_p, rstd_p), n)
+                d_gamma, d_beta = d_gamma + g, d_beta + sh
+        return (None, d_b, d_h_state, d_a, d_kernel, d_gamma, d_beta, None)
+
+
+def fast_weights_rnn(
+    sequences,
+    initial_state,
+    *,
+    kernel,
+    recurrent_kernel,
+    bias,
+    norm,
+    inner_steps,
+    decay,
+    fast_learning_rate,
+    activation="relu",
+    preliminary_layer_norm=False,
+    mask=None,
+    input_mask=None,
+    recurrent_mask=None,
+    go_backwards=False,
+    return_sequences=False,
+    zero_output_for_mask=False,
+):
+    """The fast-weights RNN (`keras_normkit.layers.FastWeightsRNN`) over a sequence.
+
+    Args:
+        sequences: `(B, T, F)` tensor.
+        initial_state: `[h0, A0]`, `(B, H)` and `(B, H, H)`; `A0` may be `None` (zeros).
+        kernel: `(F, H)` input kernel `C`; recurrent_kernel: `(H, H)` `W`; bias: `(H,)` or
+            `None`.
+        norm: `(gamma, beta, epsilon)` of the layer norm, or `None` without it.
+        inner_steps: `S >= 1`; decay: `λ`; fast_learning_rate: `η`.
+        activation: a name in `ACTIVATIONS`.
+        preliminary_layer_norm: `v_0 = f(LN(b))` instead of `f(b)`.
+        mask: optional `(B, T)` boolean mask.
+        input_mask, recurrent_mask: optional dropout masks of `x` `(B, F)` and `h` `(B, H)`.
+        go_backwards, return_sequences, zero_output_for_mask: as `keras.layers.RNN`.
+
+    Returns:
+        `(last_output, outputs, [h, A])`, `A` of shape `(B, H, H)`.
+    """
+    spec = {
+        "activation": _activation(activation, "activation"),
+        "inner_steps": int(inner_steps),
+        "decay": float(decay),
+        "learning_rate": float(fast_learning_rate),
+        "preliminary": bool(preliminary_layer_norm) and norm is not None,
+        "masks": _step_masks(mask, go_backwards),
+        "zero_output": bool(zero_output_for_mask),
+        "all_outputs": bool(return_sequences),
+    }
+    dtype = _compute_dtype(sequences)
+    n = recurrent_kernel.shape[0]
+    gamma = beta = None
+    spec["eps"] = None
+    if norm is not None:
+        gamma, beta, spec["eps"] = _norm_args(norm)
+        gamma, beta = gamma.to(dtype), beta.to(dtype)
+    x = _time_major(sequences.to(dtype), go_backwards)
+    if input_mask is not None:
+        x = x * input_mask.to(dtype)
+    xp = torch.matmul(x, kernel.to(dtype))
+    if bias is not None:
+        xp = xp + bias.to(dtype)
+    h0, a0 = initial_state
+    batch = xp.shape[1]
+    a0 = xp.new_zeros((batch, n, n)) if a0 is None else a0.to(dtype)
+    result = _run(
+        _FastWeightsLoop,
+        spec,
+        xp,
+        h0.to(dtype),
+        a0,
+        recurrent_kernel.to(dtype),
+        gamma,
+        beta,
+        None if recurrent_mask is None else recurrent_mask.to(dtype),
+    )
+    return _finish(result, spec["all_outputs"])

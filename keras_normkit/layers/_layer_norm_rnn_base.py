@@ -36,16 +36,8 @@ from keras_normkit._validation import check_int, check_number, check_seed
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
 from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
-from keras_normkit.layers._cell_args import cell_arguments
+from keras_normkit.layers._cell_args import activation_name, cell_arguments
 from keras_normkit.ops.layer_norm import layer_norm, normalize
-
-
-def _activation_name(function):
-    """The name of a built-in Keras activation (`"tanh"`, ...), else `None`."""
-    name = activations.serialize(function)
-    if isinstance(name, str) and activations.get(name) is function:
-        return name
-    return None
 
 
 class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
@@ -190,7 +182,7 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
             "kernel": tensor(self.kernel),
             "recurrent_kernel": tensor(self.recurrent_kernel),
             "bias": tensor(self.bias) if self.use_bias else None,
-            "activation": _activation_name(self.activation),
+            "activation": activation_name(self.activation),
             "input_mask": None,
             "recurrent_mask": None,
         }

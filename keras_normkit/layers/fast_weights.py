@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell
-from keras_normkit.layers._cell_args import cell_arguments
+from keras_normkit.layers._cell_args import activation_name, cell_arguments
 from keras_normkit.ops.fast_weights_loop import matvec, static_steps
 from keras_normkit.ops.fast_weights_rnn import (
     IMPLEMENTATIONS,
@@ -474,6 +474,13 @@ class FastWeightsRNN(keras.layers.RNN):
         cell, units = self.cell, self.units
         if keras.tree.is_nested(mask):
             mask = mask[0]
+        if keras.backend.backend() == "torch":
+            # PyTorch: the native loop (one autograd node for the sequence), as Keras's LSTM
+            # tries `backend.lstm`; Keras-ops loop below where it does not apply.
+            try:
+                return self._torch_loop(sequences, initial_state, mask, training)
+            except NotImplementedError:
+                pass
         h0, a0 = initial_state
         # The coefficients: dropout masks, and the weights read as tensors under the layer's
         # autocast scope (the engine may run the loop as an XLA cluster, which reads no
@@ -511,6 +518,47 @@ class FastWeightsRNN(keras.layers.RNN):
         )
         # keras.layers.RNN casts `outputs` even when it returns only the last output.
         outputs = last[:, None] if outputs is None else outputs
+        return last, outputs, [h, ops.reshape(a, (-1, units * units))]
+
+    def _torch_loop(self, sequences, initial_state, mask, training):
+        """`inner_loop` on PyTorch's native loop (`keras_normkit.backend.torch_rnn`)."""
+        from keras_normkit.backend import torch_rnn
+
+        cell, units, tensor = self.cell, self.units, ops.convert_to_tensor
+        h0, a0 = initial_state
+        if self._zero_initial_fast_weights:
+            a0 = None
+        else:
+            a0 = ops.reshape(a0, (-1, units, units))
+        last, outputs, (h, a) = torch_rnn.fast_weights_rnn(
+            sequences,
+            [h0, a0],
+            kernel=tensor(cell.kernel),
+            recurrent_kernel=tensor(cell.recurrent_kernel),
+            bias=tensor(cell.bias) if cell.use_bias else None,
+            norm=(
+                (tensor(cell.gamma), tensor(cell.beta), cell.layer_norm_epsilon)
+                if cell.use_layer_norm
+                else None
+            ),
+            inner_steps=cell.inner_steps,
+            decay=cell.decay,
+            fast_learning_rate=cell.fast_learning_rate,
+            activation=activation_name(cell.activation),
+            preliminary_layer_norm=cell.preliminary_layer_norm,
+            mask=mask,
+            input_mask=(
+                cell.get_dropout_mask(sequences[:, 0, :]) if training and cell.dropout > 0 else None
+            ),
+            recurrent_mask=(
+                cell.get_recurrent_dropout_mask(h0)
+                if training and cell.recurrent_dropout > 0
+                else None
+            ),
+            go_backwards=self.go_backwards,
+            return_sequences=self.return_sequences,
+            zero_output_for_mask=self.zero_output_for_mask,
+        )
         return last, outputs, [h, ops.reshape(a, (-1, units * units))]
 
     def get_config(self):

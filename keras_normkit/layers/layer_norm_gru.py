@@ -20,11 +20,8 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450; Cho
 import keras
 from keras import activations, ops
 
-from keras_normkit.layers._layer_norm_rnn_base import (
-    _activation_name,
-    _LayerNormCellBase,
-    _LayerNormRNNBase,
-)
+from keras_normkit.layers._cell_args import activation_name
+from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
 
@@ -172,7 +169,7 @@ class LayerNormGRUCell(_LayerNormCellBase):
             sequences,
             initial_state,
             **self._torch_loop_arguments(sequences, initial_state, training),
-            recurrent_activation=_activation_name(self.recurrent_activation),
+            recurrent_activation=activation_name(self.recurrent_activation),
             reset_after=self.reset_after,
             mask=mask,
             **rnn_arguments,
