@@ -1,7 +1,9 @@
 """Vector and matrix scaling (Guo et al., ICML 2017): affine maps of the logits.
 
-* Vector scaling, softmax(w * z + b): `fit_vector_scaling` and `VectorScaling`.
-* Matrix scaling, softmax(z @ A + b): `fit_matrix_scaling` and `MatrixScaling`.
+* Vector scaling, softmax(w * z + b): `fit_vector_scaling` (a `VectorScalingMap`) and
+  `VectorScaling`.
+* Matrix scaling, softmax(z @ A + b): `fit_matrix_scaling` (a `MatrixScalingMap`) and
+  `MatrixScaling`.
 
 Both are fitted by minimum NLL with the NumPy L-BFGS of `_lbfgs.py`, started from the
 temperature solution. Matrix scaling penalizes the off-diagonal of A and the bias (ODIR,
@@ -21,12 +23,114 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_number
-from keras_normkit.calibration import _arrays, _validation
-from keras_normkit.calibration._lbfgs import lbfgs
-from keras_normkit.calibration.temperature import fit_temperature
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration import _arrays, _numeric, _validation
+from keras_normkit.calibration.base import CalibrationWrapper
+from keras_normkit.calibration.scaling._deprecated import PairReturn
+from keras_normkit.calibration.scaling._lbfgs import lbfgs
+from keras_normkit.calibration.scaling._map import ScalingMap
+from keras_normkit.calibration.scaling.temperature import fit_temperature
 
-__all__ = ["MatrixScaling", "VectorScaling", "fit_matrix_scaling", "fit_vector_scaling"]
+__all__ = [
+    "MatrixScaling",
+    "MatrixScalingMap",
+    "VectorScaling",
+    "VectorScalingMap",
+    "fit_matrix_scaling",
+    "fit_vector_scaling",
+]
+
+
+class _AffineMap(PairReturn, ScalingMap):
+    """Shared `predict` of the vector and matrix maps: softmax of an affine map of z."""
+
+    _legacy_pair = ()
+
+    def _affine(self, z):
+        raise NotImplementedError
+
+    def _check_width(self, num_columns, logits):
+        if num_columns != len(self.bias):
+            raise ValueError(
+                f"The map was fitted on {len(self.bias)} logit column(s). Received logits of "
+                f"shape {np.shape(logits)}."
+            )
+
+    def _probabilities(self, z):
+        return _numeric.softmax(self._affine(z))
+
+
+class VectorScalingMap(_AffineMap):
+    """A fitted vector scaling: p = softmax(w * z + b).
+
+    Attributes:
+        scale: `(k,)` float64 per-class scales w (`(1,)` for a single binary logit).
+        bias: `(k,)` float64 biases b.
+
+    `predict(logits)` returns softmax(w * z + b) for logits `(n, k)`, or sigmoid(w z + b)
+    for one binary logit `(n,)`/`(n, 1)`, in the shape of `logits`.
+
+    Deprecated, for one release: keras_normkit 0.1.0's `fit_vector_scaling` returned the
+    pair `(w, b)`; `w, b = m` and `m[0]` still work, with a `DeprecationWarning`. Read
+    `m.scale` and `m.bias` instead.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.calibration import VectorScalingMap
+    >>> fitted = VectorScalingMap(scale=[0.5, 1.0], bias=[0.0, 0.0])
+    >>> fitted.predict(np.array([[2.0, 0.0]])).round(4).tolist()  # softmax((1, 0))
+    [[0.7311, 0.2689]]
+    """
+
+    _legacy_pair = ("scale", "bias")
+    _legacy_function = "fit_vector_scaling"
+
+    def __init__(self, scale, bias):
+        self.scale = np.asarray(scale, np.float64).reshape(-1)
+        self.bias = np.asarray(bias, np.float64).reshape(-1)
+
+    def _affine(self, z):
+        return z * self.scale + self.bias
+
+    def __repr__(self):
+        return f"VectorScalingMap(scale={self.scale.tolist()}, bias={self.bias.tolist()})"
+
+
+class MatrixScalingMap(_AffineMap):
+    """A fitted matrix scaling: p = softmax(z @ A + b).
+
+    Attributes:
+        kernel: `(k, k)` float64 matrix A (`(1, 1)` for a single binary logit).
+        bias: `(k,)` float64 biases b.
+
+    `predict(logits)` returns softmax(z @ A + b) for logits `(n, k)`, or sigmoid(a z + b)
+    for one binary logit `(n,)`/`(n, 1)`, in the shape of `logits`.
+
+    Deprecated, for one release: keras_normkit 0.1.0's `fit_matrix_scaling` returned the
+    pair `(A, b)`; `A, b = m` and `m[0]` still work, with a `DeprecationWarning`. Read
+    `m.kernel` and `m.bias` instead.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.calibration import MatrixScalingMap
+    >>> fitted = MatrixScalingMap(kernel=[[0.5, 0.0], [0.0, 0.5]], bias=[0.0, 0.0])
+    >>> fitted.predict(np.array([[2.0, 0.0]])).round(4).tolist()  # softmax((1, 0))
+    [[0.7311, 0.2689]]
+    """
+
+    _legacy_pair = ("kernel", "bias")
+    _legacy_function = "fit_matrix_scaling"
+
+    def __init__(self, kernel, bias):
+        self.bias = np.asarray(bias, np.float64).reshape(-1)
+        self.kernel = np.asarray(kernel, np.float64).reshape(len(self.bias), len(self.bias))
+
+    def _affine(self, z):
+        return z @ self.kernel + self.bias
+
+    def __repr__(self):
+        return f"MatrixScalingMap(classes={len(self.bias)})"
 
 
 def _affine_nll(logits, labels, params, kind, l2, features=None):
@@ -48,11 +152,8 @@ def _affine_nll(logits, labels, params, kind, l2, features=None):
         if features is not None:
             z = features(z)
         a = z * scale + bias if kind == "vector" else z @ scale + bias
-        if num == 1:  # binary: softmax over (0, a)
-            a = np.concatenate([np.zeros_like(a), a], axis=1)
-        a -= a.max(axis=1, keepdims=True)
-        e = np.exp(a)
-        total = e.sum(axis=1)
+        # a - max_j a_j, its exponentials and their row sums; binary: softmax over (0, a).
+        a, e, total = _numeric.shifted_exponentials(_numeric.two_class_logits(a))
         index = np.arange(len(a)), labels[rows]
         loss += float(np.sum(np.log(total) - a[index]))
         g = e / total[:, None]
@@ -120,7 +221,7 @@ def _fit_affine(logits, labels, kind, l2, max_iter, gtol, features=None, method=
     _validation.warn_if_probabilities(logits, method, stacklevel=4)
     num = feature_width(logits, features)
     try:
-        start = 1.0 / fit_temperature(logits, labels)
+        start = 1.0 / fit_temperature(logits, labels).temperature
     except ValueError:
         start = 1.0
     if kind == "vector":
@@ -164,7 +265,10 @@ def fit_vector_scaling(logits, labels, l2=1e-2, max_iter=1000, gtol=1e-7):
         gtol: Convergence tolerance on the largest gradient entry.
 
     Returns:
-        `(w, b)`: two float64 arrays of shape `(k,)` (`(1,)` for a binary logit).
+        A `VectorScalingMap`: `scale` w and `bias` b, float64 arrays of shape `(k,)`
+        (`(1,)` for a binary logit); `predict(logits)` applies it. (keras_normkit 0.1.0
+        returned the pair `(w, b)`; unpacking the map still gives it for one release, with a
+        `DeprecationWarning`.)
 
     Raises:
         ValueError: for bad input (see `fit_temperature`), or when the labels are all one
@@ -175,13 +279,15 @@ def fit_vector_scaling(logits, labels, l2=1e-2, max_iter=1000, gtol=1e-7):
     >>> import numpy as np
     >>> from keras_normkit.calibration import fit_vector_scaling
     >>> z = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 0.0], [0.0, 3.0], [2.0, 1.0]])
-    >>> w, b = fit_vector_scaling(z, [0, 1, 1, 1, 0])
-    >>> w.shape, b.shape
+    >>> fitted = fit_vector_scaling(z, [0, 1, 1, 1, 0])
+    >>> fitted.scale.shape, fitted.bias.shape
     ((2,), (2,))
+    >>> fitted.predict(z).shape
+    (5, 2)
 
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
-    return _fit_affine(logits, labels, "vector", check_l2(l2), max_iter, gtol)
+    return VectorScalingMap(*_fit_affine(logits, labels, "vector", check_l2(l2), max_iter, gtol))
 
 
 def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
@@ -201,7 +307,10 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
         gtol: Convergence tolerance on the largest gradient entry.
 
     Returns:
-        `(A, b)`: float64 arrays of shape `(k, k)` and `(k,)` (calibrated logits `z @ A + b`).
+        A `MatrixScalingMap`: `kernel` A and `bias` b, float64 arrays of shape `(k, k)` and
+        `(k,)` (calibrated logits `z @ A + b`); `predict(logits)` applies it.
+        (keras_normkit 0.1.0 returned the pair `(A, b)`; unpacking the map still gives it
+        for one release, with a `DeprecationWarning`.)
 
     Raises:
         ValueError: for bad input (see `fit_temperature`), or when the labels are all one
@@ -212,27 +321,30 @@ def fit_matrix_scaling(logits, labels, l2=1e-1, max_iter=1000, gtol=1e-7):
     >>> import numpy as np
     >>> from keras_normkit.calibration import fit_matrix_scaling
     >>> z = np.array([[2.0, 0.0], [0.0, 2.0], [1.0, 0.0], [0.0, 3.0], [2.0, 1.0]])
-    >>> A, b = fit_matrix_scaling(z, [0, 1, 1, 1, 0], l2=0.1)
-    >>> A.shape, b.shape
+    >>> fitted = fit_matrix_scaling(z, [0, 1, 1, 1, 0], l2=0.1)
+    >>> fitted.kernel.shape, fitted.bias.shape
     ((2, 2), (2,))
 
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2; Kull et al., "Beyond
     temperature scaling", NeurIPS 2019, arXiv:1910.12656 (ODIR regularization).
     """
-    return _fit_affine(logits, labels, "matrix", check_l2(l2), max_iter, gtol)
+    return MatrixScalingMap(*_fit_affine(logits, labels, "matrix", check_l2(l2), max_iter, gtol))
 
 
 def check_l2(l2, name="l2"):
     return check_number(name, l2, 0.0)
 
 
-class _AffineScaling(_CalibratedClassifier):
+class _AffineScaling(CalibrationWrapper):
     """Shared machinery of vector and matrix scaling: softmax(affine map of z), an l2 penalty.
 
     A subclass passes its default `l2` to `__init__`, creates the weight that multiplies the
     logits in `_create_multiplier` (before `bias`: the order of the variables in saved
-    files), returns it from `_multiplier`, and sets `_fit_function` and `_apply`.
+    files), names it in `_multiplier_name` (the attribute of the same name holds it in the
+    fitted map), and sets `_fit_function`, `_map_class` and `_apply`.
     """
+
+    _multiplier_name = None
 
     def __init__(self, model, output, model_output, l2, **kwargs):
         l2 = check_l2(l2)
@@ -244,7 +356,7 @@ class _AffineScaling(_CalibratedClassifier):
 
     @property
     def _multiplier(self):
-        raise NotImplementedError
+        return getattr(self, self._multiplier_name)
 
     def _create_calibration_weights(self, num_classes):
         self._create_multiplier(num_classes)
@@ -256,9 +368,18 @@ class _AffineScaling(_CalibratedClassifier):
         return getattr(self, "bias", None) is not None
 
     def _fit(self, logits, labels):
-        multiplier, bias = self._fit_function(logits, labels, l2=self.l2)
+        fitted = self._fit_function(logits, labels, l2=self.l2)
+        multiplier = getattr(fitted, self._multiplier_name)
         self._multiplier.assign(multiplier.astype("float32"))
-        self.bias.assign(bias.astype("float32"))
+        self.bias.assign(fitted.bias.astype("float32"))
+
+    @property
+    def calibration_map_(self):
+        """The fitted map (from the weights); `NotCalibratedError` before `calibrate`."""
+        self._check_calibrated("report a fitted map")
+        return self._map_class(
+            ops.convert_to_numpy(self._multiplier), ops.convert_to_numpy(self.bias)
+        )
 
     def get_config(self):
         return {**super().get_config(), "l2": self.l2}
@@ -274,7 +395,8 @@ class VectorScaling(_AffineScaling):
     `fit_vector_scaling`). It generalizes
     temperature scaling (w = 1/T, b = 0) and may change the argmax. For a single binary
     logit it is Platt scaling, sigmoid(w z + b). Before `calibrate`, calling, predicting
-    with or exporting the wrapper raise `NotCalibratedError`.
+    with or exporting the wrapper, and reading `calibration_map_` (a `VectorScalingMap`),
+    raise `NotCalibratedError`.
 
     Args:
         model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
@@ -312,6 +434,8 @@ class VectorScaling(_AffineScaling):
     """
 
     _fit_function = staticmethod(fit_vector_scaling)
+    _map_class = VectorScalingMap
+    _multiplier_name = "scale"
 
     def __init__(self, model, output="probabilities", model_output="auto", l2=1e-2, **kwargs):
         super().__init__(model, output, model_output, l2, **kwargs)
@@ -320,10 +444,6 @@ class VectorScaling(_AffineScaling):
         self.scale = self.add_weight(
             shape=(num_classes,), initializer="ones", trainable=False, name="scale"
         )
-
-    @property
-    def _multiplier(self):
-        return self.scale
 
     def _apply(self, logits):
         return logits * ops.cast(self.scale, logits.dtype) + ops.cast(self.bias, logits.dtype)
@@ -338,8 +458,8 @@ class MatrixScaling(_AffineScaling):
     data (L-BFGS from A = I / T, see `fit_matrix_scaling`). The penalty (ODIR, Kull et al.
     2019) keeps the k^2 parameters from overfitting a small validation set; the diagonal
     is free, so temperature-like solutions cost nothing. It may change the argmax. Before
-    `calibrate`, calling, predicting with or exporting the wrapper raise
-    `NotCalibratedError`.
+    `calibrate`, calling, predicting with or exporting the wrapper, and reading
+    `calibration_map_` (a `MatrixScalingMap`), raise `NotCalibratedError`.
 
     Args:
         model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
@@ -376,6 +496,8 @@ class MatrixScaling(_AffineScaling):
     """
 
     _fit_function = staticmethod(fit_matrix_scaling)
+    _map_class = MatrixScalingMap
+    _multiplier_name = "kernel"
 
     def __init__(self, model, output="probabilities", model_output="auto", l2=1e-1, **kwargs):
         super().__init__(model, output, model_output, l2, **kwargs)
@@ -387,10 +509,6 @@ class MatrixScaling(_AffineScaling):
             trainable=False,
             name="kernel",
         )
-
-    @property
-    def _multiplier(self):
-        return self.kernel
 
     def _apply(self, logits):
         return ops.matmul(logits, ops.cast(self.kernel, logits.dtype)) + ops.cast(

@@ -35,9 +35,10 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_number
-from keras_normkit.calibration import _arrays, _one_vs_rest, _validation
-from keras_normkit.calibration.temperature import fit_temperature
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration import _arrays, _numeric, _validation
+from keras_normkit.calibration.base import CalibrationWrapper
+from keras_normkit.calibration.scaling._map import ScalingMap
+from keras_normkit.calibration.scaling.temperature import fit_temperature
 
 __all__ = [
     "EnsembleTemperatureScaling",
@@ -46,18 +47,11 @@ __all__ = [
 ]
 
 
-def _softmax(z):
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
 def _components(z, temperature):
     """The three predictions `(n, k, 3)`: softmax(z / T), softmax(z), uniform (float64)."""
-    z = np.asarray(z, np.float64)
-    if z.shape[1] == 1:  # binary: softmax over (0, z)
-        z = np.concatenate([np.zeros_like(z), z], axis=1)
+    z = _numeric.two_class_logits(np.asarray(z, np.float64))  # binary: softmax over (0, z)
     uniform = np.full(z.shape, 1.0 / z.shape[1])
-    return np.stack([_softmax(z / temperature), _softmax(z), uniform], axis=2)
+    return np.stack([_numeric.softmax(z / temperature), _numeric.softmax(z), uniform], axis=2)
 
 
 def _simplex_least_squares(gram, cross):
@@ -83,7 +77,7 @@ def _simplex_least_squares(gram, cross):
     return best
 
 
-class EnsembleTemperatureScalingMap:
+class EnsembleTemperatureScalingMap(ScalingMap):
     """A fitted ensemble temperature scaling: T and the weights (w_1, w_2, w_3).
 
     Attributes:
@@ -99,11 +93,8 @@ class EnsembleTemperatureScalingMap:
         self.temperature = float(temperature)
         self.weights = np.asarray(weights, np.float64).reshape(3)
 
-    def predict(self, logits):
-        """Calibrated probabilities from logits, shaped like `logits`."""
-        checked, binary = _validation.check_logits(logits)
-        q = _arrays.map_rows(lambda z: _components(z, self.temperature) @ self.weights, checked)
-        return _one_vs_rest.as_input_shape(q[:, 1:] if binary else q, logits)
+    def _probabilities(self, z):
+        return _components(z, self.temperature) @ self.weights
 
     def __repr__(self):
         return (
@@ -158,7 +149,7 @@ def fit_ensemble_temperature_scaling(logits, labels, temperature=None):
         "component is most confident in that class",
     )
     if temperature is None:
-        temperature = fit_temperature(logits, labels)
+        temperature = fit_temperature(logits, labels).temperature
     gram, cross = np.zeros((3, 3)), np.zeros(3)
     for rows in _arrays.chunk_slices(len(logits), 3 * (logits.shape[1] + 1)):
         components = _components(_arrays.read_rows(logits, rows), temperature)
@@ -170,7 +161,7 @@ def fit_ensemble_temperature_scaling(logits, labels, temperature=None):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class EnsembleTemperatureScaling(_CalibratedClassifier):
+class EnsembleTemperatureScaling(CalibrationWrapper):
     """Ensemble temperature scaling of a trained classifier.
 
     q = w_1 softmax(z / T) + w_2 softmax(z) + w_3 / k, w on the simplex: a mixture of the

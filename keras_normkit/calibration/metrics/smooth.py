@@ -1,33 +1,25 @@
-"""Calibration measures beyond the binned ECE: debiased L2, smooth ECE, Brier score.
+"""The smooth ECE of Błasiok and Nakkiran (2023): `smooth_calibration_error` and its
+reliability curve, `smooth_calibration_curve`.
 
-* `debiased_calibration_error`: Kumar, Liang, Ma (2019), the plug-in squared L2 error over
-  equal-mass bins minus its bias, the per-bin variance of the label mean.
-* `smooth_calibration_error`: Błasiok & Nakkiran (2023), the kernel-smoothed ECE at the
-  bandwidth sigma* where the error equals the bandwidth (no bins, no bin count to choose);
-  `smooth_calibration_curve` is its reliability curve.
-* `brier_score`: the mean squared error of the probability vector (Brier 1950), a strictly
-  proper score, with scikit-learn's convention for two classes.
+The kernel-smoothed ECE at the bandwidth sigma* where the error equals the bandwidth: no
+bins, no bin count to choose. Takes what `expected_calibration_error` takes: `(n, k)`
+probabilities (a binary `(n,)`/`(n, 1)` probability of class 1 becomes two columns) and
+integer or one-hot labels. Top-label: does the confidence c = max_k p_k match the
+probability that the argmax is correct?
 
-All take what `expected_calibration_error` takes: `(n, k)` probabilities (a binary
-`(n,)`/`(n, 1)` probability of class 1 becomes two columns) and integer or one-hot labels.
-The calibration measures are top-label: they ask whether the confidence c = max_k p_k
-matches the probability that the argmax is correct.
+Reference: J. Błasiok, P. Nakkiran, "Smooth ECE: Principled Reliability Diagrams via Kernel
+Smoothing", ICLR 2024, arXiv:2309.12236 (the package `relplot`).
 """
 
 import collections
 
 import numpy as np
 
-from keras_normkit._validation import check_bool, check_int, check_number, check_string_choice
-from keras_normkit.calibration import _validation, functional
+from keras_normkit._validation import check_bool, check_int, check_number
+from keras_normkit.calibration import _bins, _bootstrap
+from keras_normkit.calibration.metrics._top_label import checked_top_label
 
-__all__ = [
-    "SmoothCalibrationCurve",
-    "brier_score",
-    "debiased_calibration_error",
-    "smooth_calibration_curve",
-    "smooth_calibration_error",
-]
+__all__ = ["SmoothCalibrationCurve", "smooth_calibration_curve", "smooth_calibration_error"]
 
 #: Intervals of the grid on [0, 1] the confidences are spread onto for the smooth ECE.
 GRID_INTERVALS = 4096
@@ -39,128 +31,14 @@ BISECTION_STEPS = 10
 SECANT_STEPS = 4
 
 
-def _top_label(probabilities, labels):
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    return functional.top_label(probabilities, labels)
-
-
-# ---------------------------------------------------------------------------------------
-# Debiased L2 calibration error.
-# ---------------------------------------------------------------------------------------
-
-
-def debiased_squared_error(confidence, correct, num_bins, binning, weights=None, index=None):
-    """Kumar et al.'s unbiased estimate of the squared L2 error; `(B,)` with `weights`.
-
-    `index`: the bins, if already known.
-    """
-    if index is not None:
-        pass
-    elif binning == "equal_mass":
-        index = functional.equal_mass_bin_indices(confidence, num_bins, weights)
-    else:
-        index = functional.bin_indices(confidence, num_bins)
-    counts = functional.binned_sums(index, np.ones_like(confidence), num_bins, weights)
-    conf_sums = functional.binned_sums(index, confidence, num_bins, weights)
-    hit_sums = functional.binned_sums(index, correct, num_bins, weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        accuracy = hit_sums / counts
-        gap = (accuracy - conf_sums / counts) ** 2
-        variance = accuracy * (1.0 - accuracy) / (counts - 1.0)
-    terms = np.where(counts >= 2, counts * (gap - variance), 0.0)
-    return terms.sum(axis=-1) / counts.sum(axis=-1)
-
-
-def debiased_calibration_error(
-    probabilities, labels, num_bins=15, binning="equal_mass", squared=False, classwise=False
-):
-    """Debiased L2 calibration error of Kumar, Liang and Ma (2019).
-
-    With the confidences c_i = max_k p_ik split into M bins B_m of n_m examples, mean
-    confidence conf_m and accuracy acc_m, the plug-in estimate of the squared L2
-    calibration error E[(P(correct | c) - c)^2] is sum_m (n_m/n) (acc_m - conf_m)^2. It is
-    biased upwards: even for a calibrated model, E[(acc_m - conf_m)^2] = Var(acc_m) > 0.
-    The debiased estimator subtracts an unbiased estimate of that variance in each bin,
-
-        CE^2 = sum_m (n_m / n) [(acc_m - conf_m)^2 - acc_m (1 - acc_m) / (n_m - 1)],
-
-    (bins with fewer than 2 examples contribute 0). It converges with fewer samples than
-    the plug-in (Kumar et al., Theorem 5.4) and can be negative for a calibrated model;
-    the error returned is sqrt(max(CE^2, 0)), or CE^2 itself with `squared=True` (unbiased,
-    so what to average or bootstrap). The semantics of `get_calibration_error(probs,
-    labels, p=2, debias=True)` of the authors' `calibration` package, in top-label mode;
-    its equal-mass bins are the same as ours when M divides n and no confidences tie.
-
-    With `classwise=True` (the package's default `mode="marginal"`), the same estimator is
-    applied to each class probability p_k against 1[y = k] (bins of p_k), and the result is
-    sqrt(mean_k max(CE_k^2, 0)) (`squared=True`: mean_k CE_k^2, unclipped).
-
-    Args:
-        probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
-            class 1 for a binary classifier (read as two columns: top-label).
-        labels: Integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
-        num_bins: Number of bins M (15, the package's default).
-        binning: `"equal_mass"` (the default, as in the paper) or `"equal_width"` (see
-            `expected_calibration_error`).
-        squared: Return the unbiased estimate of the squared error instead of its root.
-        classwise: Measure every class probability (marginal calibration) instead of the
-            top label.
-
-    Returns:
-        A Python float: the L2 calibration error in [0, 1], or its squared estimate.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_normkit.calibration import debiased_calibration_error
-    >>> rng = np.random.default_rng(0)
-    >>> confidence = rng.uniform(0.5, 1.0, size=20_000)
-    >>> p = np.stack([confidence, 1.0 - confidence], axis=1)
-    >>> calibrated = (rng.random(20_000) > confidence).astype(int)  # P(label 0) = confidence
-    >>> round(debiased_calibration_error(p, calibrated), 3)
-    0.0
-    >>> overconfident = (rng.random(20_000) > confidence - 0.1).astype(int)
-    >>> round(debiased_calibration_error(p, overconfident), 2)
-    0.1
-
-    Reference: A. Kumar, P. Liang, T. Ma, "Verified Uncertainty Calibration", NeurIPS 2019,
-    arXiv:1909.10155, Section 5 (the debiased estimator).
-    """
-    num_bins = _validation.check_num_bins(num_bins)
-    binning = check_string_choice("binning", binning, functional.BINNINGS)
-    squared = check_bool("squared", squared)
-    classwise = check_bool("classwise", classwise)
-    if not classwise:
-        confidence, correct = _top_label(probabilities, labels)
-        value = float(debiased_squared_error(confidence, correct, num_bins, binning))
-        return value if squared else float(np.sqrt(max(value, 0.0)))
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    per_class = np.array(
-        [
-            debiased_squared_error(column, (labels == k).astype(np.float64), num_bins, binning)
-            for k, column in enumerate(probabilities.T)
-        ]
-    )
-    if squared:
-        return float(per_class.mean())
-    return float(np.sqrt(np.maximum(per_class, 0.0).mean()))
-
-
-# ---------------------------------------------------------------------------------------
-# Smooth ECE.
-# ---------------------------------------------------------------------------------------
-
-
 def _deposit(confidence, values, weights=None):
     """(1/n) sum_i w_i values_i spread linearly onto the grid nodes j / G: `(.., G + 1)`."""
     grid = GRID_INTERVALS
     position = confidence * grid
     node = np.minimum(np.floor(position).astype(np.int64), grid - 1)
     upper = position - node
-    masses = functional.binned_sums(node, values * (1.0 - upper), grid + 1, weights)
-    masses += functional.binned_sums(node + 1, values * upper, grid + 1, weights)
+    masses = _bins.binned_sums(node, values * (1.0 - upper), grid + 1, weights)
+    masses += _bins.binned_sums(node + 1, values * upper, grid + 1, weights)
     total = len(confidence) if weights is None else np.asarray(weights).sum(axis=1)[:, None]
     return masses / total
 
@@ -304,7 +182,7 @@ def smooth_calibration_error(probabilities, labels, bandwidth=None, return_bandw
     """
     bandwidth = _check_bandwidth(bandwidth)
     return_bandwidth = check_bool("return_bandwidth", return_bandwidth)
-    confidence, correct = _top_label(probabilities, labels)
+    confidence, correct = checked_top_label(probabilities, labels)
     value, sigma = smooth_error_and_bandwidth(confidence, correct, bandwidth)
     value, sigma = float(value), float(sigma)
     return (value, sigma) if return_bandwidth else value
@@ -378,7 +256,7 @@ def smooth_calibration_curve(
     confidence_level = check_number(
         "confidence_level", confidence_level, 0.0, 1.0, strict_minimum=True, strict_maximum=True
     )
-    confidence, correct = _top_label(probabilities, labels)
+    confidence, correct = checked_top_label(probabilities, labels)
     residual = correct - confidence
     coefficients_r = _cosine_coefficients(_deposit(confidence, residual))
     coefficients_1 = _cosine_coefficients(_deposit(confidence, np.ones_like(confidence)))
@@ -389,76 +267,11 @@ def smooth_calibration_curve(
     accuracy, density = _curve(coefficients_r, coefficients_1, bandwidth, grid)
     low = high = None
     if bootstrap:
-        from keras_normkit.calibration import report
-
         curves = []
-        for weights in report.resample_weights(len(confidence), bootstrap, seed):
+        for weights in _bootstrap.resample_weights(len(confidence), bootstrap, seed):
             coefficients_r = _cosine_coefficients(_deposit(confidence, residual, weights))
             ones = np.ones_like(confidence)
             coefficients_1 = _cosine_coefficients(_deposit(confidence, ones, weights))
             curves.append(_curve(coefficients_r, coefficients_1, bandwidth, grid)[0])
-        tail = 50.0 * (1.0 - confidence_level)
-        low, high = np.percentile(np.concatenate(curves), [tail, 100.0 - tail], axis=0)
+        low, high = _bootstrap.percentile_interval(np.concatenate(curves), confidence_level)
     return SmoothCalibrationCurve(grid, accuracy, density, bandwidth, low, high)
-
-
-# ---------------------------------------------------------------------------------------
-# Brier score.
-# ---------------------------------------------------------------------------------------
-
-
-def brier_losses(probabilities, labels):
-    """Per-example sum_k (p_ik - 1[y_i = k])^2 of validated inputs."""
-    squared = probabilities**2
-    rows = np.arange(len(labels))
-    return squared.sum(axis=1) - 2.0 * probabilities[rows, labels] + 1.0
-
-
-def _check_scale_by_half(scale_by_half):
-    if isinstance(scale_by_half, str):
-        return check_string_choice("scale_by_half", scale_by_half, ("auto",))
-    return check_bool("scale_by_half", scale_by_half)
-
-
-def brier_scale(scale_by_half, num_classes):
-    """1/2 with `scale_by_half` True, or `"auto"` and two classes; 1 otherwise."""
-    half = num_classes == 2 if scale_by_half == "auto" else scale_by_half
-    return 0.5 if half else 1.0
-
-
-def brier_score(probabilities, labels, scale_by_half="auto"):
-    """Brier score: BS = (1/n) sum_i sum_k (p_ik - y_ik)^2, y_ik = 1 if y_i = k else 0.
-
-    The mean squared distance between the predicted probability vector and the one-hot
-    label (Brier 1950), in [0, 2]; a strictly proper scoring rule, so it rewards both
-    calibration and sharpness (it decomposes into calibration minus resolution plus
-    uncertainty, Murphy 1973). Convention of scikit-learn's `brier_score_loss`: with
-    `scale_by_half="auto"` the two-class score is halved to (1/n) sum_i (p_i1 - y_i)^2, the
-    usual binary Brier score in [0, 1], and the multiclass score is not.
-
-    Args:
-        probabilities: `(n, k)` predicted probabilities, or `(n,)`/`(n, 1)` probabilities of
-            class 1 for a binary classifier.
-        labels: Integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
-        scale_by_half: `"auto"` (halve for two classes), `True` or `False`.
-
-    Returns:
-        The Brier score as a Python float.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_normkit.calibration import brier_score
-    >>> round(brier_score(np.array([0.9, 0.2]), [1, 1]), 4)  # ((0.1)^2 + (0.8)^2) / 2
-    0.325
-    >>> round(brier_score(np.array([[0.7, 0.2, 0.1]]), [0]), 4)  # 0.3^2 + 0.2^2 + 0.1^2
-    0.14
-
-    Reference: G. W. Brier, "Verification of forecasts expressed in terms of probability",
-    Monthly Weather Review 78(1), 1950.
-    """
-    scale_by_half = _check_scale_by_half(scale_by_half)
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    scale = brier_scale(scale_by_half, probabilities.shape[1])
-    return float(scale * brier_losses(probabilities, labels).mean())

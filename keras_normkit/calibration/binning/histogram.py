@@ -27,8 +27,9 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_int, check_string_choice
-from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
+from keras_normkit.calibration import _bins, _one_vs_rest, _validation
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, OneVsRestWrapper
+from keras_normkit.calibration.binning import _lookup
 
 __all__ = ["HistogramBinning", "HistogramBinningMap", "fit_histogram_binning"]
 
@@ -75,7 +76,7 @@ class HistogramBinningMap(OneVsRestMap):
 
 def _interior_edges(p, num_bins, strategy):
     if strategy == "uniform":
-        return np.arange(1, num_bins, dtype=np.float64) / num_bins
+        return _bins.equal_width_edges(num_bins)
     quantiles = np.percentile(p, np.linspace(0.0, 1.0, num_bins + 1) * 100)[1:-1]
     edges = np.unique(quantiles)
     return edges[edges < p.max()]
@@ -193,8 +194,8 @@ def ops_histogram(bin_edges, bin_values, columns):
     """
     edges = ops.cast(bin_edges, columns.dtype)
     values = ops.cast(bin_values, columns.dtype)
-    index = _one_vs_rest.ops_count_below(edges, columns, strict=True)
-    return _one_vs_rest.ops_gather(values, ops.minimum(index, values.shape[-1] - 1))
+    index = _lookup.ops_count_below(edges, columns, strict=True)
+    return _lookup.ops_gather(values, ops.minimum(index, values.shape[-1] - 1))
 
 
 def histogram_tables(bin_edges, bin_values):
@@ -209,27 +210,8 @@ def histogram_tables(bin_edges, bin_values):
     return kept_edges, kept_values
 
 
-def _round_down_to_dtype(edges, dtype="float32"):
-    """The largest value of `dtype` <= each float64 edge: a probability of that dtype is
-    above an edge exactly when it is above the rounded edge, so it falls in the same bin as
-    in float64 (float32(0.2) = 0.2000000030 is above 0.2). Used by the binning wrappers'
-    float32 tables and by the streaming `ExpectedCalibrationError` in its own dtype."""
-    dtype = keras.backend.standardize_dtype(dtype)
-    if dtype == "float64":
-        return np.asarray(edges, np.float64)
-    if dtype == "bfloat16":
-        import ml_dtypes  # a dependency of Keras
-
-        numpy_type = ml_dtypes.bfloat16
-    else:
-        numpy_type = np.dtype(dtype).type
-    rounded = edges.astype(numpy_type)
-    below = np.nextafter(rounded, numpy_type(-np.inf))
-    return np.where(rounded.astype(np.float64) > edges, below, rounded)
-
-
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class HistogramBinning(_OneVsRestCalibrator):
+class HistogramBinning(OneVsRestWrapper):
     """Histogram binning of a trained classifier: p -> theta_m for p in bin B_m.
 
     `calibrate(x, y)` splits each column's held-out probability (class 1's for a binary
@@ -326,8 +308,8 @@ class HistogramBinning(_OneVsRestCalibrator):
             self.strategy,
             self.min_samples_per_bin,
         )
-        edges = [_round_down_to_dtype(e) for e in fitted.edges]
-        _one_vs_rest.assign_table_pair(
+        edges = [_bins.round_down_to_dtype(e) for e in fitted.edges]
+        _lookup.assign_table_pair(
             self.bin_edges, edges, self.bin_values, fitted.values, first_fill=1.0
         )
 

@@ -1,16 +1,19 @@
-"""`calibration_report`: every calibration measure with a percentile-bootstrap interval."""
+"""`calibration_report`: every calibration measure with a percentile-bootstrap interval.
+
+The measures are those of the other modules of `metrics/`, each evaluated on the examples
+and on every bootstrap resample (`_bootstrap.py`) at once.
+"""
 
 import collections
 
 import numpy as np
 
 from keras_normkit._validation import check_int, check_number, check_seed
-from keras_normkit.calibration import _validation, functional, measures, selective
+from keras_normkit.calibration import _bins, _bootstrap, _validation
+from keras_normkit.calibration.metrics import binned, debiased, scores, selective, smooth
+from keras_normkit.calibration.metrics._top_label import top_label
 
 __all__ = ["CalibrationReport", "calibration_report"]
-
-#: Bootstrap multiplicities are drawn in chunks of about this many entries.
-CHUNK_ENTRIES = 2**22
 
 Estimate = collections.namedtuple("Estimate", ["value", "low", "high"])
 
@@ -27,21 +30,6 @@ MEASURES = (
 )
 
 
-def resample_weights(num_examples, bootstrap, seed):
-    """Yield `(b, n)` bootstrap multiplicities (float64), B rows in all, from `default_rng(seed)`.
-
-    Row r counts how often each example is drawn in n draws with replacement.
-    """
-    rng = np.random.default_rng(seed)
-    rows = max(1, CHUNK_ENTRIES // num_examples)
-    for start in range(0, bootstrap, rows):
-        size = min(rows, bootstrap - start)
-        draws = rng.integers(0, num_examples, size=(size, num_examples))
-        flat = (draws + num_examples * np.arange(size)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * num_examples).astype(np.float64)
-        yield counts.reshape(size, num_examples)
-
-
 def _all_measures(probabilities, labels, confidence, correct, num_bins, weights=None):
     """Every measure as an array of shape `()` (no `weights`) or `(B,)`.
 
@@ -49,8 +37,8 @@ def _all_measures(probabilities, labels, confidence, correct, num_bins, weights=
     the order, and the equal-mass bins and the AURC are then cheaper).
     """
     total = len(labels) if weights is None else weights.sum(axis=1)
-    first = functional.tie_group_starts(confidence)
-    equal_mass = functional.sorted_equal_mass_bins(first, num_bins, weights)
+    first = _bins.tie_group_starts(confidence)
+    equal_mass = _bins.sorted_equal_mass_bins(first, num_bins, weights)
 
     def mean(values):
         return values.sum() / total if weights is None else weights @ values / total
@@ -58,24 +46,24 @@ def _all_measures(probabilities, labels, confidence, correct, num_bins, weights=
     classwise = 0.0
     num_classes = probabilities.shape[1]
     for k in range(num_classes):
-        index = functional.bin_indices(probabilities[:, k], num_bins)
-        gaps = functional.binned_sums(index, (labels == k) - probabilities[:, k], num_bins, weights)
+        index = _bins.bin_indices(probabilities[:, k], num_bins)
+        gaps = _bins.binned_sums(index, (labels == k) - probabilities[:, k], num_bins, weights)
         classwise = classwise + np.abs(gaps).sum(axis=-1) / total
-    scale = measures.brier_scale("auto", num_classes)
-    squared = measures.debiased_squared_error(
+    scale = scores.brier_scale("auto", num_classes)
+    squared = debiased.debiased_squared_error(
         confidence, correct, num_bins, "equal_mass", weights, equal_mass
     )
     backwards = None if weights is None else weights[:, ::-1]
     return {
         "accuracy": mean(correct),
-        "ece": functional.ece_from_top_label(confidence, correct, num_bins, "equal_width", weights),
-        "ece_equal_mass": functional.ece_from_top_label(
+        "ece": binned.ece_from_top_label(confidence, correct, num_bins, "equal_width", weights),
+        "ece_equal_mass": binned.ece_from_top_label(
             confidence, correct, num_bins, "equal_mass", weights, equal_mass
         ),
         "debiased_ce": np.sqrt(np.maximum(squared, 0.0)),
-        "smooth_ece": measures.smooth_error_and_bandwidth(confidence, correct, None, weights)[0],
+        "smooth_ece": smooth.smooth_error_and_bandwidth(confidence, correct, None, weights)[0],
         "classwise_ece": classwise / num_classes,
-        "brier": scale * mean(measures.brier_losses(probabilities, labels)),
+        "brier": scale * mean(scores.brier_losses(probabilities, labels)),
         "aurc": selective.aurc_from_scores(confidence[::-1], 1.0 - correct[::-1], backwards),
     }
 
@@ -233,24 +221,24 @@ def calibration_report(
     confidence_level = check_number(
         "confidence_level", confidence_level, 0.0, 1.0, strict_minimum=True, strict_maximum=True
     )
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    confidence, correct = functional.top_label(probabilities, labels)
+    probabilities, labels, _ = _validation.check_probabilities_and_labels(probabilities, labels)
+    confidence, correct = top_label(probabilities, labels)
     order = np.argsort(confidence, kind="stable")
     probabilities, labels = probabilities[order], labels[order]
     confidence, correct = confidence[order], correct[order]
     point = _all_measures(probabilities, labels, confidence, correct, num_bins)
     resampled = {key: [] for key in point}
-    for weights in resample_weights(len(labels), bootstrap, seed):
+    for weights in _bootstrap.resample_weights(len(labels), bootstrap, seed):
         for key, values in _all_measures(
             probabilities, labels, confidence, correct, num_bins, weights
         ).items():
             resampled[key].append(values)
-    tail = 50.0 * (1.0 - confidence_level)
     estimates = {}
     for key, _ in MEASURES:
         low = high = np.nan
         if bootstrap:
-            low, high = np.percentile(np.concatenate(resampled[key]), [tail, 100.0 - tail])
+            low, high = _bootstrap.percentile_interval(
+                np.concatenate(resampled[key]), confidence_level
+            )
         estimates[key] = Estimate(float(point[key]), float(low), float(high))
     return CalibrationReport(estimates, len(labels), num_bins, bootstrap, seed, confidence_level)

@@ -27,7 +27,7 @@ of that sum (they change no output by more than 1e-12).
 
 netcal's `BBQ` (1.4) scores models by BIC or AIC with maximum-likelihood bin values and an
 "elbow" cut instead of the BDeu score (its documentation says BDeu is not supported): the
-two agree only approximately (tests/calibration/test_bayesian_binning.py measures how
+two agree only approximately (tests/calibration/binning/test_bayesian.py measures how
 closely).
 
 Reference: Naeini, Cooper, Hauskrecht, "Obtaining Well Calibrated Probabilities Using
@@ -40,11 +40,10 @@ import keras
 import numpy as np
 
 from keras_normkit._validation import check_int, check_number
-from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration._one_vs_rest import _SizedTablesCalibrator
-from keras_normkit.calibration.binning import (
+from keras_normkit.calibration import _bins, _one_vs_rest, _validation
+from keras_normkit.calibration.binning._lookup import LookupTableWrapper
+from keras_normkit.calibration.binning.histogram import (
     HistogramBinningMap,
-    _round_down_to_dtype,
     histogram_tables,
     ops_histogram,
 )
@@ -227,7 +226,7 @@ def _fit_columns(columns, labels, prior_strength, bin_range_factor):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class BayesianBinning(_SizedTablesCalibrator):
+class BayesianBinning(LookupTableWrapper):
     """Bayesian binning into quantiles (BBQ) of a trained classifier.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
@@ -313,7 +312,7 @@ class BayesianBinning(_SizedTablesCalibrator):
         fitted = _fit_columns(
             self._numpy_columns(logits), labels, self.prior_strength, self.bin_range_factor
         )
-        edges = [_round_down_to_dtype(e) for e in fitted.edges]
+        edges = [_bins.round_down_to_dtype(e) for e in fitted.edges]
         self._assign_tables(edges, fitted.values, first_fill=1.0)
 
     @property

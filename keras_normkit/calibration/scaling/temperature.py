@@ -1,4 +1,5 @@
-"""Temperature scaling (Guo et al., ICML 2017): `fit_temperature` and `TemperatureScaling`.
+"""Temperature scaling (Guo et al., ICML 2017): `fit_temperature`, `TemperatureScalingMap` and
+`TemperatureScaling`.
 
 p = softmax(z / T) with one parameter T > 0, fitted by a safeguarded Newton iteration in
 log T (so T > 0 by construction). With beta = 1/T the NLL
@@ -24,10 +25,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_normkit.calibration import _arrays, _validation
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration import _arrays, _numeric, _validation
+from keras_normkit.calibration.base import CalibrationWrapper
+from keras_normkit.calibration.scaling._deprecated import FloatReturn
+from keras_normkit.calibration.scaling._map import ScalingMap
 
-__all__ = ["TemperatureScaling", "fit_temperature"]
+__all__ = ["TemperatureScaling", "TemperatureScalingMap", "fit_temperature"]
 
 #: Shifted logits are kept in memory between Newton steps when they take at most this.
 CACHE_BYTES = 256 * 2**20
@@ -72,8 +75,7 @@ class _TemperatureObjective:
 
     def _shifted(self, rows):
         z = np.asarray(_arrays.read_rows(self.logits, rows), dtype=self.dtype)
-        if z.shape[1] == 1:  # binary: softmax over (0, z)
-            z = np.concatenate([np.zeros_like(z), z], axis=1)
+        z = _numeric.two_class_logits(z)  # binary: softmax over (0, z)
         return z - z.max(axis=1, keepdims=True)
 
     def derivatives(self, beta):
@@ -100,8 +102,40 @@ class _TemperatureObjective:
         return first / self.n, second / self.n
 
 
+class TemperatureScalingMap(FloatReturn, ScalingMap):
+    """A fitted temperature scaling: p = softmax(z / T).
+
+    Attributes:
+        temperature: The temperature T > 0 (a Python float).
+
+    `predict(logits)` returns softmax(z / T) for logits `(n, k)`, or sigmoid(z / T), the
+    probability of class 1, for one binary logit `(n,)`/`(n, 1)`, in the shape of `logits`.
+
+    Deprecated, for one release: keras_normkit 0.1.0's `fit_temperature` returned T as a
+    float; the map still acts as that float (`float(m)`, `round(m, 3)`, `z / m`,
+    comparisons) with a `DeprecationWarning`. Read `m.temperature` instead.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_normkit.calibration import TemperatureScalingMap
+    >>> fitted = TemperatureScalingMap(2.0)
+    >>> fitted.predict(np.array([[2.0, 0.0]])).round(4).tolist()  # softmax((1, 0))
+    [[0.7311, 0.2689]]
+    """
+
+    def __init__(self, temperature):
+        self.temperature = float(temperature)
+
+    def _probabilities(self, z):
+        return _numeric.softmax(z / self.temperature)
+
+    def __repr__(self):
+        return f"TemperatureScalingMap(temperature={self.temperature:.6g})"
+
+
 def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
-    """Temperature T > 0 minimizing the NLL of softmax(logits / T) on held-out data.
+    """Temperature scaling: the T > 0 minimizing the NLL of softmax(logits / T) on held-out data.
 
     Solves min_T -(1/n) sum_i log softmax(z_i / T)[y_i] (for a single binary logit,
     sigmoid(z_i / T)) by Newton's method on log T, safeguarded by bisection: the NLL is
@@ -119,7 +153,10 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
             error of the returned log T is then far below `tol`).
 
     Returns:
-        The temperature T as a Python float (T > 1 softens over-confident predictions).
+        A `TemperatureScalingMap`: `temperature` is T, a Python float (T > 1 softens
+        over-confident predictions); `predict(logits)` applies it. (keras_normkit 0.1.0
+        returned T itself; the map still acts as that float for one release, with a
+        `DeprecationWarning`.)
 
     Raises:
         ValueError: for bad input (see the module docstring); when the labels are all one
@@ -136,8 +173,11 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
     >>> z = rng.normal(size=(20000, 10)) * 2
     >>> p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
     >>> y = (p.cumsum(1) > rng.random((20000, 1))).argmax(1)  # y ~ softmax(z): calibrated
-    >>> round(fit_temperature(2.5 * z, y), 1)  # over-confident logits: T recovers 2.5
+    >>> fitted = fit_temperature(2.5 * z, y)  # over-confident logits: T recovers 2.5
+    >>> round(fitted.temperature, 1)
     2.5
+    >>> fitted.predict(2.5 * z).shape  # softmax(2.5 z / T): about softmax(z)
+    (20000, 10)
 
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 4.2.
     """
@@ -192,11 +232,11 @@ def fit_temperature(logits, labels, max_iter=100, tol=1e-7):
             f"(last step {abs(step):.3g} in log T); returning T={math.exp(-u):.6g}.",
             stacklevel=2,
         )
-    return float(math.exp(-u))
+    return TemperatureScalingMap(math.exp(-u))
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class TemperatureScaling(_CalibratedClassifier):
+class TemperatureScaling(CalibrationWrapper):
     """Temperature scaling of a trained classifier: p = softmax(z / T), T > 0.
 
     One scalar T, fitted by `calibrate(x, y)` to minimize the NLL on held-out data (Newton
@@ -204,8 +244,8 @@ class TemperatureScaling(_CalibratedClassifier):
     probabilities without changing any argmax, so accuracy is unchanged. Binary
     classifiers with one logit use sigmoid(z / T). T is a non-trainable weight: it is
     saved with the model and kept by `model.export()`. Before `calibrate`, calling,
-    predicting with or exporting the wrapper, and reading `temperature_`, raise
-    `NotCalibratedError`.
+    predicting with or exporting the wrapper, and reading `temperature_` or
+    `calibration_map_`, raise `NotCalibratedError`.
 
     Args:
         model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
@@ -261,8 +301,14 @@ class TemperatureScaling(_CalibratedClassifier):
         self._check_calibrated("report a fitted temperature")
         return float(ops.convert_to_numpy(self.temperature))
 
+    @property
+    def calibration_map_(self):
+        """The fitted `TemperatureScalingMap` (from the weights); `NotCalibratedError` before."""
+        self._check_calibrated("report a fitted map")
+        return TemperatureScalingMap(ops.convert_to_numpy(self.temperature))
+
     def _apply(self, logits):
         return ops.divide(logits, ops.cast(self.temperature, logits.dtype))
 
     def _fit(self, logits, labels):
-        self.temperature.assign(fit_temperature(logits, labels))
+        self.temperature.assign(fit_temperature(logits, labels).temperature)

@@ -1,9 +1,9 @@
-"""Reliability diagrams (matplotlib is imported only when a diagram is drawn)."""
+"""Plots of calibration: the reliability diagram (matplotlib is imported only when one is drawn)."""
 
 import numpy as np
 
 from keras_normkit._validation import check_bool
-from keras_normkit.calibration import functional, measures
+from keras_normkit.calibration.metrics import binned, smooth
 
 __all__ = ["reliability_diagram"]
 
@@ -14,8 +14,8 @@ MIN_DENSITY = 0.01
 
 def _draw_smooth(ax, probabilities, labels, bootstrap, seed):
     """The smoothed reliability curve and its bootstrap band; returns the smooth ECE."""
-    value, sigma = measures.smooth_calibration_error(probabilities, labels, return_bandwidth=True)
-    curve = measures.smooth_calibration_curve(
+    value, sigma = smooth.smooth_calibration_error(probabilities, labels, return_bandwidth=True)
+    curve = smooth.smooth_calibration_curve(
         probabilities, labels, bandwidth=sigma, bootstrap=bootstrap, seed=seed
     )
     shown = curve.density >= MIN_DENSITY
@@ -97,8 +97,8 @@ def reliability_diagram(
 
     smooth = check_bool("smooth", smooth)
 
-    bins = functional.calibration_bins(probabilities, labels, num_bins)
-    ece = functional.expected_calibration_error(probabilities, labels, num_bins)
+    bins = binned.calibration_bins(probabilities, labels, num_bins)
+    ece = binned.expected_calibration_error(probabilities, labels, num_bins)
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 4))
     width = 1.0 / num_bins

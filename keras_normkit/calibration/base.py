@@ -1,18 +1,18 @@
-"""The Keras model shared by every calibration wrapper, and `NotCalibratedError`.
+"""`CalibrationWrapper`, the Keras model every calibration wrapper is, and `NotCalibratedError`.
 
-A calibration wrapper is a `keras.Model` subclass of `_CalibratedClassifier`:
+A calibration wrapper is a `keras.Model` subclass of `CalibrationWrapper`:
 `wrapper(x) = softmax(f(z(x)))` (or a one-vs-rest map, see `_one_vs_rest.py`), where z are
 the wrapped classifier's logits and f the fitted map. The map's parameters are
 non-trainable weights, so the wrapper saves to `.keras` (no `custom_objects`), exports with
 `model.export()`, and serves like any Keras model; its call path uses `keras.ops` only (any
 backend). `calibrate(x, y)` runs the classifier once over held-out data (`collect.py`),
-then fits the map in NumPy (each method's own module: `temperature.py`, `affine.py`,
-`platt.py`, ...). Until then the wrapper refuses to predict (or export) and raises
-`NotCalibratedError`, rather than silently applying the identity map (on JAX, a larger model
-that contains an uncalibrated wrapper loses its weights when its `predict` raises: Keras's
-JAX loop detaches them until the loop ends; calibrate before serving); loading a saved
-calibrated wrapper (`.keras` or `load_weights`) restores it calibrated, and `set_weights`
-marks it calibrated.
+then fits the map in NumPy (each method's own module: `scaling/temperature.py`,
+`scaling/affine.py`, `binning/isotonic.py`, ...). Until then the wrapper refuses to predict
+(or export) and raises `NotCalibratedError`, rather than silently applying the identity map
+(on JAX, a larger model that contains an uncalibrated wrapper loses its weights when its
+`predict` raises: Keras's JAX loop detaches them until the loop ends; calibrate before
+serving); loading a saved calibrated wrapper (`.keras` or `load_weights`) restores it
+calibrated, and `set_weights` marks it calibrated.
 
 A subclass creates its weights in `_create_calibration_weights(num_classes)` (and says
 whether they exist in `_calibration_weights_created`), maps logits to calibrated logits in
@@ -39,7 +39,7 @@ from keras_normkit._validation import check_string_choice
 from keras_normkit.backend import keras_compat
 from keras_normkit.calibration import collect
 
-__all__ = ["NotCalibratedError"]
+__all__ = ["CalibrationWrapper", "NotCalibratedError"]
 
 _TINY = float(np.finfo(np.float32).tiny)
 # Key of the calibration flag next to a wrapper's variables in a `.keras`/`.weights.h5` file.
@@ -119,8 +119,25 @@ def _check_output_shape(shape):
     return shape[-1]
 
 
-class _CalibratedClassifier(keras.Model):
-    """Shared machinery: logits recovery, output activation, calibrate, config."""
+class CalibrationWrapper(keras.Model):
+    """The base of every calibration wrapper: a trained classifier and a fitted map.
+
+    Holds the wrapped classifier and what every wrapper shares: recovering logits from a
+    softmax/sigmoid output, `calibrate(x, y)` (collect the held-out logits, fit the map),
+    refusing to predict before it (`NotCalibratedError`), the output activation, the
+    calibration flag saved with the weights, and the config. Not registered and not meant
+    to be built directly: a subclass (`TemperatureScaling`, `IsotonicCalibration`, ...)
+    adds the map's weights, its `keras.ops` form and its NumPy fit.
+
+    Args:
+        model: A trained `keras.Model` classifier with one output `(batch, k)`: logits, or
+            softmax/sigmoid probabilities (then logits are recovered, with a warning).
+            `k = 1` is a binary classifier (sigmoid of a single logit).
+        output: `"probabilities"` (default) or `"logits"`: the wrapper's output.
+        model_output: `"auto"` (default: detected from the last layer's activation),
+            `"logits"` or `"probabilities"`: what the wrapped model outputs.
+        **kwargs: Base `keras.Model` keyword arguments, such as `name`.
+    """
 
     def __init__(self, model, output="probabilities", model_output="auto", **kwargs):
         super().__init__(**kwargs)

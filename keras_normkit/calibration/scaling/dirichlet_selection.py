@@ -25,10 +25,10 @@ import numpy as np
 
 from keras_normkit._validation import check_int, check_seed
 from keras_normkit.calibration import _validation
-from keras_normkit.calibration.affine import check_l2
 from keras_normkit.calibration.cross_fitting import fold_bounds
-from keras_normkit.calibration.dirichlet import fit_dirichlet_calibration
-from keras_normkit.calibration.functional import negative_log_likelihood
+from keras_normkit.calibration.metrics.scores import negative_log_likelihood
+from keras_normkit.calibration.scaling.affine import check_l2
+from keras_normkit.calibration.scaling.dirichlet import fit_dirichlet_calibration
 
 __all__ = ["DirichletRegularization", "select_dirichlet_regularization"]
 

@@ -30,8 +30,8 @@ from keras import ops
 
 from keras_normkit._validation import check_bool
 from keras_normkit.calibration import _arrays, _one_vs_rest, _validation
-from keras_normkit.calibration._lbfgs import lbfgs
-from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _OneVsRestCalibrator
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap, OneVsRestWrapper
+from keras_normkit.calibration.scaling._lbfgs import lbfgs
 
 __all__ = ["PlattScaling", "PlattScalingMap", "fit_platt_scaling"]
 
@@ -182,7 +182,7 @@ def fit_platt_scaling(logits, labels, smooth_targets=True, max_iter=1000, gtol=1
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class PlattScaling(_OneVsRestCalibrator):
+class PlattScaling(OneVsRestWrapper):
     """Platt scaling of a trained classifier: q = sigmoid(a s + b) per class.
 
     For a binary classifier (one logit or one sigmoid output) s is the logit z; for k >= 2

@@ -1,4 +1,5 @@
-"""Calibration measures on arrays: binning, ECE (equal-width or equal-mass), MCE, class-wise ECE, NLL.
+"""The binned calibration measures: reliability bins, ECE (equal-width or equal-mass), MCE and
+class-wise ECE.
 
 All functions take NumPy arrays (or `keras.ops` tensors) and return NumPy values.
 Probabilities are `(n, k)` softmax outputs, or `(n,)`/`(n, 1)` probabilities of class 1
@@ -7,7 +8,9 @@ for a binary classifier; labels are integers `(n,)`/`(n, 1)` or one-hot `(n, k)`
 The bins are those of Guo et al. (2017): M equal-width intervals B_m = ((m-1)/M, m/M] of
 the confidence (a confidence of exactly m/M falls in bin m, not m+1; a probability of
 exactly 0, possible only in the class-wise measure, falls in the first bin). The
-equal-mass bins of Nixon et al. (2019) are defined in `equal_mass_bin_indices`.
+equal-mass bins of Nixon et al. (2019) are defined in `equal_mass_bin_indices` of
+`calibration/_bins.py`, the binning these measures share with histogram binning and the
+streaming `keras_normkit.metrics.ExpectedCalibrationError`.
 
 Reference: Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern Neural Networks",
 ICML 2017, arXiv:1706.04599.
@@ -18,18 +21,15 @@ import collections
 import numpy as np
 
 from keras_normkit._validation import check_string_choice
-from keras_normkit.calibration import _validation
-
-#: The binnings `expected_calibration_error` accepts.
-BINNINGS = ("equal_width", "equal_mass")
+from keras_normkit.calibration import _bins, _validation
+from keras_normkit.calibration.metrics._top_label import checked_top_label
 
 __all__ = [
     "CalibrationBins",
     "calibration_bins",
+    "classwise_expected_calibration_error",
     "expected_calibration_error",
     "maximum_calibration_error",
-    "classwise_expected_calibration_error",
-    "negative_log_likelihood",
 ]
 
 CalibrationBins = collections.namedtuple(
@@ -45,86 +45,6 @@ Attributes:
 """
 
 
-def bin_indices(values, num_bins):
-    """Index m - 1 of the bin ((m-1)/M, m/M] holding each value (0 also goes to bin 0)."""
-    edges = np.arange(1, num_bins, dtype=np.float64) / num_bins
-    return np.searchsorted(edges, values, side="left")
-
-
-def equal_mass_bin_indices(values, num_bins, weights=None):
-    """Index of the equal-mass bin of each value: floor(M * r / n), r its rank from below.
-
-    The n values are sorted in increasing order and the value of rank r = 0, ..., n - 1
-    goes to bin floor(M r / n): bin m holds the ranks in [m n / M, (m + 1) n / M), so the
-    bin sizes differ by at most one, the larger bins spread evenly (n = 10, M = 4 gives
-    sizes 3, 2, 3, 2). Tied values are never split: a group of equal values takes the rank
-    of its first member (the number of values strictly below it), so with ties some bins
-    are larger and some may be empty. The result depends on the multiset of values only,
-    not on their order.
-
-    With `weights` `(B, n)` (bootstrap multiplicities, or any non-negative weights) each
-    row is binned on its own: r is the total weight of the values strictly below, n the
-    row's total weight; the result is `(B, n)`.
-    """
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="stable")
-    inverse = np.empty(len(values), dtype=np.int64)
-    inverse[order] = np.arange(len(values))
-    first = tie_group_starts(values[order])
-    if weights is not None:
-        weights = np.asarray(weights)[:, order]
-    return sorted_equal_mass_bins(first, num_bins, weights)[..., inverse]
-
-
-def tie_group_starts(ordered):
-    """For sorted values, the index of the first value equal to each value."""
-    new_group = np.empty(len(ordered), dtype=bool)
-    new_group[:1] = True
-    new_group[1:] = ordered[1:] != ordered[:-1]
-    return np.flatnonzero(new_group)[np.cumsum(new_group) - 1]
-
-
-def sorted_equal_mass_bins(first, num_bins, weights=None):
-    """`equal_mass_bin_indices` of sorted values given their `tie_group_starts`."""
-    if weights is None:
-        return (first * num_bins) // len(first)
-    below = np.cumsum(weights, axis=1) - weights
-    total = weights.sum(axis=1, keepdims=True)
-    tied = (first != np.arange(len(first))).any()
-    rank = below[:, first] if tied else below
-    if np.issubdtype(weights.dtype, np.integer):
-        index = (rank * num_bins) // np.maximum(total, 1)
-    else:
-        index = np.floor(rank * num_bins / np.where(total > 0, total, 1.0)).astype(np.int64)
-    return np.minimum(index, num_bins - 1)
-
-
-def binned_sums(index, values, num_bins, weights=None):
-    """Per-bin sums of `values` `(n,)`: `(num_bins,)`, or `(B, num_bins)` with `weights` `(B, n)`.
-
-    `index` is `(n,)` or, with `weights`, `(n,)` or `(B, n)` (one binning per row).
-    """
-    if weights is None:
-        return np.bincount(index, weights=values, minlength=num_bins)
-    weights = np.asarray(weights)
-    if np.ndim(index) == 1 and num_bins <= 64:  # one binning for all rows: a matrix product
-        spread = np.zeros((len(index), num_bins))
-        spread[np.arange(len(index)), index] = values
-        return weights @ spread
-    rows = weights.shape[0]
-    index = np.broadcast_to(index, weights.shape)
-    flat = (index + num_bins * np.arange(rows)[:, None]).ravel()
-    summed = np.bincount(flat, weights=(weights * values).ravel(), minlength=rows * num_bins)
-    return summed.reshape(rows, num_bins)
-
-
-def top_label(probabilities, labels):
-    """Confidence max_k p_k and correctness (argmax == label, as 0./1.) of validated inputs."""
-    confidence = probabilities.max(axis=1)
-    correct = (probabilities.argmax(axis=1) == labels).astype(np.float64)
-    return confidence, correct
-
-
 def ece_from_top_label(confidence, correct, num_bins, binning, weights=None, index=None):
     """ECE of confidences and 0/1 correctness; `(B,)` with bootstrap `weights` `(B, n)`.
 
@@ -134,28 +54,22 @@ def ece_from_top_label(confidence, correct, num_bins, binning, weights=None, ind
     if index is not None:
         pass
     elif binning == "equal_width":
-        index = bin_indices(confidence, num_bins)
+        index = _bins.bin_indices(confidence, num_bins)
     else:
-        index = equal_mass_bin_indices(confidence, num_bins, weights)
-    gaps = binned_sums(index, correct - confidence, num_bins, weights)
+        index = _bins.equal_mass_bin_indices(confidence, num_bins, weights)
+    gaps = _bins.binned_sums(index, correct - confidence, num_bins, weights)
     total = len(confidence) if weights is None else np.asarray(weights).sum(axis=1)
     return np.abs(gaps).sum(axis=-1) / total
 
 
 def _binned(values, hits, num_bins):
     """Per-bin counts, mean value and mean hit rate (NaN where a bin is empty)."""
-    index = bin_indices(values, num_bins)
+    index = _bins.bin_indices(values, num_bins)
     counts = np.bincount(index, minlength=num_bins).astype(np.int64)
     value_sums = np.bincount(index, weights=values, minlength=num_bins)
     hit_sums = np.bincount(index, weights=hits.astype(np.float64), minlength=num_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
         return counts, value_sums / counts, hit_sums / counts
-
-
-def _checked(probabilities, labels):
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    return probabilities, labels
 
 
 def calibration_bins(probabilities, labels, num_bins=15):
@@ -186,7 +100,7 @@ def calibration_bins(probabilities, labels, num_bins=15):
     Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 2.
     """
     num_bins = _validation.check_num_bins(num_bins)
-    probabilities, labels = _checked(probabilities, labels)
+    probabilities, labels, _ = _validation.check_probabilities_and_labels(probabilities, labels)
     confidence = probabilities.max(axis=1)
     correct = probabilities.argmax(axis=1) == labels
     counts, mean_confidence, accuracy = _binned(confidence, correct, num_bins)
@@ -208,7 +122,7 @@ def expected_calibration_error(probabilities, labels, num_bins=15, binning="equa
       `calibration_bins`).
     * `binning="equal_mass"` (adaptive ECE, Nixon et al. 2019): each bin holds n/M of the
       examples sorted by confidence; bin m holds ranks [m n/M, (m+1) n/M), tied confidences
-      stay in one bin (see `equal_mass_bin_indices` in this module). Bins then follow the
+      stay in one bin (see `equal_mass_bin_indices` in `calibration/_bins.py`). Bins then follow the
       data, so regions where a modern network puts most of its confidences (near 1) are
       resolved finely.
 
@@ -237,15 +151,14 @@ def expected_calibration_error(probabilities, labels, num_bins=15, binning="equa
     Zhang, Jerfel, Tran, "Measuring Calibration in Deep Learning", CVPR Workshops 2019,
     arXiv:1904.01685 (adaptive calibration error).
     """
-    binning = check_string_choice("binning", binning, BINNINGS)
+    binning = check_string_choice("binning", binning, _bins.BINNINGS)
     if binning == "equal_width":
         bins = calibration_bins(probabilities, labels, num_bins)
         full = bins.counts > 0
         weights = bins.counts[full] / bins.counts.sum()
         return float(np.sum(weights * np.abs(bins.accuracy[full] - bins.confidence[full])))
     num_bins = _validation.check_num_bins(num_bins)
-    probabilities, labels = _checked(probabilities, labels)
-    confidence, correct = top_label(probabilities, labels)
+    confidence, correct = checked_top_label(probabilities, labels)
     return float(ece_from_top_label(confidence, correct, num_bins, binning))
 
 
@@ -309,7 +222,7 @@ def classwise_expected_calibration_error(probabilities, labels, num_bins=15):
     (the per-class generalization of Guo et al., 2017).
     """
     num_bins = _validation.check_num_bins(num_bins)
-    probabilities, labels = _checked(probabilities, labels)
+    probabilities, labels, _ = _validation.check_probabilities_and_labels(probabilities, labels)
     n, num_classes = probabilities.shape
     total = 0.0
     for k in range(num_classes):
@@ -317,49 +230,3 @@ def classwise_expected_calibration_error(probabilities, labels, num_bins=15):
         full = counts > 0
         total += float(np.sum(counts[full] / n * np.abs(freq[full] - conf[full])))
     return total / num_classes
-
-
-def log_softmax(logits):
-    """Row-wise log-softmax in float64 of validated 2-D logits (binary `(n, 1)` -> 2 columns)."""
-    z = np.asarray(logits, dtype=np.float64)
-    if z.shape[1] == 1:
-        z = np.concatenate([np.zeros_like(z), z], axis=1)
-    z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
-def negative_log_likelihood(y_pred, labels, from_logits=False):
-    """Mean negative log-likelihood NLL = -(1/n) sum_i log p_i[y_i] of the true labels.
-
-    The quantity temperature scaling minimizes, and a proper scoring rule: it rewards both
-    accuracy and calibration. With `from_logits=True`, `y_pred` are logits and p =
-    softmax(z) (or sigmoid(z) for a single binary logit), computed stably in float64.
-    A probability of exactly 0 on a true label gives `inf` (no clipping).
-
-    Args:
-        y_pred: `(n, k)` probabilities (or logits with `from_logits=True`), or `(n,)`/
-            `(n, 1)` for a binary classifier.
-        labels: Integer labels `(n,)`/`(n, 1)` or one-hot `(n, k)`.
-        from_logits: Whether `y_pred` are logits rather than probabilities.
-
-    Returns:
-        The mean NLL in nats, a Python float.
-
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_normkit.calibration import negative_log_likelihood
-    >>> round(negative_log_likelihood(np.array([[0.5, 0.5], [0.9, 0.1]]), [1, 0]), 4)
-    0.3993
-
-    Reference: Guo et al., ICML 2017, arXiv:1706.04599, Section 2.
-    """
-    if from_logits:
-        logits, _ = _validation.check_logits(y_pred, "y_pred")
-        log_p = log_softmax(logits)
-    else:
-        probabilities = _validation.check_probabilities(y_pred, "y_pred")
-        with np.errstate(divide="ignore"):
-            log_p = np.log(probabilities)
-    labels = _validation.check_labels(labels, *log_p.shape)
-    return float(-np.mean(log_p[np.arange(len(labels)), labels]))

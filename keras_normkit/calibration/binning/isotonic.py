@@ -32,7 +32,9 @@ from keras import ops
 
 from keras_normkit._validation import check_int
 from keras_normkit.calibration import _one_vs_rest, _validation
-from keras_normkit.calibration._one_vs_rest import OneVsRestMap, _SizedTablesCalibrator
+from keras_normkit.calibration._one_vs_rest import OneVsRestMap
+from keras_normkit.calibration.binning import _lookup
+from keras_normkit.calibration.binning._lookup import LookupTableWrapper
 
 __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibration"]
 
@@ -41,7 +43,7 @@ __all__ = ["IsotonicCalibration", "IsotonicCalibrationMap", "fit_isotonic_calibr
 RESOLUTION = float(np.finfo(np.float64).resolution)
 
 #: Size of the threshold weights of a wrapper built before its first `calibrate`.
-DEFAULT_NUM_BREAKPOINTS = _SizedTablesCalibrator.DEFAULT_NUM_BREAKPOINTS
+DEFAULT_NUM_BREAKPOINTS = LookupTableWrapper.DEFAULT_NUM_BREAKPOINTS
 
 
 class IsotonicCalibrationMap(OneVsRestMap):
@@ -216,7 +218,7 @@ def _fit_columns(columns, labels):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class IsotonicCalibration(_SizedTablesCalibrator):
+class IsotonicCalibration(LookupTableWrapper):
     """Isotonic calibration of a trained classifier: a fitted non-decreasing map.
 
     `calibrate(x, y)` fits, for each column (class 1's probability for a binary
@@ -290,10 +292,10 @@ class IsotonicCalibration(_SizedTablesCalibrator):
         y = ops.cast(self.y_thresholds, columns.dtype)
         size = self.num_breakpoints
         p = ops.minimum(ops.maximum(columns, x[:, 0]), x[:, -1])
-        index = _one_vs_rest.ops_count_below(x, p, strict=False) - 1
+        index = _lookup.ops_count_below(x, p, strict=False) - 1
         index = ops.clip(index, 0, size - 2)
-        x0, x1 = _one_vs_rest.ops_gather(x, index), _one_vs_rest.ops_gather(x, index + 1)
-        y0, y1 = _one_vs_rest.ops_gather(y, index), _one_vs_rest.ops_gather(y, index + 1)
+        x0, x1 = _lookup.ops_gather(x, index), _lookup.ops_gather(x, index + 1)
+        y0, y1 = _lookup.ops_gather(y, index), _lookup.ops_gather(y, index + 1)
         width = x1 - x0
         positive = ops.greater(width, 0.0)
         t = ops.where(positive, (p - x0) / ops.where(positive, width, 1.0), 0.0)

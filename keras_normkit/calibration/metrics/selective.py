@@ -10,7 +10,8 @@ import collections
 
 import numpy as np
 
-from keras_normkit.calibration import _validation, functional
+from keras_normkit.calibration import _bins, _validation
+from keras_normkit.calibration.metrics._top_label import top_label
 
 __all__ = ["RiskCoverageCurve", "area_under_risk_coverage", "risk_coverage_curve"]
 
@@ -25,9 +26,8 @@ Attributes:
 
 
 def _inputs(probabilities, labels, confidence):
-    probabilities = _validation.check_probabilities(probabilities)
-    labels = _validation.check_labels(labels, *probabilities.shape)
-    top, correct = functional.top_label(probabilities, labels)
+    probabilities, labels, _ = _validation.check_probabilities_and_labels(probabilities, labels)
+    top, correct = top_label(probabilities, labels)
     if confidence is None:
         return top, 1.0 - correct
     confidence = _validation.to_numpy(confidence, "confidence")
@@ -107,8 +107,8 @@ def aurc_from_scores(confidence, errors, weights=None):
         counts = np.ones(len(group)) if weights is None else weights
         wrong = errors if weights is None else weights * errors
     else:
-        counts = functional.binned_sums(group, np.ones(len(group)), num_groups, weights)
-        wrong = functional.binned_sums(group, errors, num_groups, weights)
+        counts = _bins.binned_sums(group, np.ones(len(group)), num_groups, weights)
+        wrong = _bins.binned_sums(group, errors, num_groups, weights)
     before = np.cumsum(counts, axis=-1) - counts
     wrong_before = np.cumsum(wrong, axis=-1) - wrong
     total = int(round(counts.sum(axis=-1).max()))

@@ -31,27 +31,19 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_normkit.calibration import _arrays, _one_vs_rest, _validation
-from keras_normkit.calibration.affine import _fit_affine, check_l2
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration import _numeric, _validation
+from keras_normkit.calibration.base import CalibrationWrapper
+from keras_normkit.calibration.scaling._map import ScalingMap
+from keras_normkit.calibration.scaling.affine import _fit_affine, check_l2
 
 __all__ = ["DirichletCalibration", "DirichletCalibrationMap", "fit_dirichlet_calibration"]
-
-
-def log_probabilities(logits):
-    """log softmax(z) `(n, k)`; for one binary logit, of the two classes (0, z)."""
-    z = np.asarray(logits, np.float64)
-    if z.shape[1] == 1:
-        z = np.concatenate([np.zeros_like(z), z], axis=1)
-    d = z - z.max(axis=1, keepdims=True)
-    return d - np.log(np.exp(d).sum(axis=1, keepdims=True))
 
 
 def _check_weights(off_diagonal_l2, bias_l2):
     return check_l2(off_diagonal_l2, "off_diagonal_l2"), check_l2(bias_l2, "bias_l2")
 
 
-class DirichletCalibrationMap:
+class DirichletCalibrationMap(ScalingMap):
     """A fitted Dirichlet calibration: q = softmax(log softmax(z) @ kernel + bias).
 
     Attributes:
@@ -66,21 +58,16 @@ class DirichletCalibrationMap:
         self.kernel = np.asarray(kernel, np.float64)
         self.bias = np.asarray(bias, np.float64).reshape(-1)
 
-    def predict(self, logits):
-        """Calibrated probabilities from logits, shaped like `logits`."""
-        checked, binary = _validation.check_logits(logits)
-        if (2 if binary else checked.shape[1]) != len(self.bias):
+    def _check_width(self, num_columns, logits):
+        if (2 if num_columns == 1 else num_columns) != len(self.bias):
             raise ValueError(
                 f"The map was fitted on {len(self.bias)} classes. Received logits of shape "
                 f"{np.shape(logits)}."
             )
 
-        def calibrated(z):
-            a = log_probabilities(z) @ self.kernel + self.bias
-            return np.exp(log_probabilities(a))
-
-        q = _arrays.map_rows(calibrated, checked)
-        return _one_vs_rest.as_input_shape(q[:, 1:] if binary else q, logits)
+    def _probabilities(self, z):
+        a = _numeric.log_softmax(z) @ self.kernel + self.bias
+        return np.exp(_numeric.log_softmax(a))
 
     def __repr__(self):
         return f"DirichletCalibrationMap(classes={len(self.bias)})"
@@ -139,14 +126,14 @@ def fit_dirichlet_calibration(
         penalty,
         max_iter,
         gtol,
-        features=log_probabilities,
+        features=_numeric.log_softmax,
         method="Dirichlet calibration",
     )
     return DirichletCalibrationMap(kernel, bias)
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class DirichletCalibration(_CalibratedClassifier):
+class DirichletCalibration(CalibrationWrapper):
     """Dirichlet calibration of a trained classifier: q = softmax(log p @ W + b).
 
     A linear layer on the classifier's log-probabilities log p = log softmax(z), then a
