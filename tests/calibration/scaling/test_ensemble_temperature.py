@@ -1,4 +1,4 @@
-"""Ensemble temperature scaling (`ensemble_temperature.py`) against a direct SciPy
+"""Ensemble temperature scaling (`scaling/ensemble_temperature.py`) against a direct SciPy
 minimization of the same objective and against the formula of Zhang et al. (2020)."""
 
 import numpy as np
@@ -55,7 +55,7 @@ def test_weights_match_a_direct_scipy_minimization(seed, factor, noise):
     x, y = draw(seed, 3000, 6, noise=noise)
     logits = factor * x.astype(np.float64)
     fitted = fit_ensemble_temperature_scaling(logits, y)
-    assert fitted.temperature == pytest.approx(fit_temperature(logits, y), rel=1e-12)
+    assert fitted.temperature == pytest.approx(fit_temperature(logits, y).temperature, rel=1e-12)
     weights, best, mse = scipy_weights(logits, y, fitted.temperature)
     assert fitted.weights.min() >= 0 and fitted.weights.sum() == pytest.approx(1, abs=1e-12)
     # Same objective value (SLSQP converges to it); weights equal where the optimum is unique.

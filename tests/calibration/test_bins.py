@@ -1,5 +1,7 @@
-"""The two ECE binnings agree: NumPy (`calibration_bins`, `expected_calibration_error`) and
-`keras.ops` (the streaming `keras_normkit.metrics.ExpectedCalibrationError`).
+"""The shared bins (`calibration/_bins.py`): the equal-mass bins by hand, and the two ECE
+binnings agree: NumPy (`calibration_bins`, `expected_calibration_error`) and `keras.ops` (the
+streaming `keras_normkit.metrics.ExpectedCalibrationError`, which takes its edges from
+`_bins.equal_width_edges`).
 
 Both put a confidence c in bin ((m-1)/M, m/M]; they must count the same examples in every
 bin, including confidences that lie exactly on an edge.
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from keras_normkit.calibration import calibration_bins, expected_calibration_error
+from keras_normkit.calibration._bins import equal_mass_bin_indices
 from keras_normkit.metrics import ExpectedCalibrationError
 
 
@@ -72,3 +75,22 @@ def test_low_precision_confidences_on_the_edges_fall_in_the_same_bins(num_bins, 
     y = np.zeros(len(p), int)
     counts, _ = _metric_counts(p, y, num_bins, dtype)
     np.testing.assert_array_equal(counts, calibration_bins(p, y, num_bins).counts)
+
+
+def test_equal_mass_bins_by_hand():
+    # n = 10, M = 4: ranks 0-2 | 3-4 | 5-7 | 8-9 (floor(4 r / 10)): sizes 3, 2, 3, 2.
+    values = np.linspace(0.1, 1.0, 10)[::-1]
+    np.testing.assert_array_equal(equal_mass_bin_indices(values, 4), [3, 3, 2, 2, 2, 1, 1, 0, 0, 0])
+    # A tie group straddling a boundary goes whole to the bin of its first rank.
+    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.2, 0.5, 0.9], 2), [0, 0, 0, 1])
+    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.1, 0.2, 0.5], 2), [1, 0, 0, 1])
+    # Bootstrap weights: integer multiplicities bin like repeated values.
+    rng = np.random.default_rng(0)
+    values = rng.random(50)
+    weights = rng.integers(0, 3, size=(4, 50))
+    got = equal_mass_bin_indices(values, 7, weights)
+    for row in range(4):
+        repeated = np.repeat(values, weights[row])
+        expected = dict(zip(repeated, equal_mass_bin_indices(repeated, 7), strict=True))
+        kept = weights[row] > 0
+        np.testing.assert_array_equal(got[row][kept], [expected[v] for v in values[kept]])

@@ -1,4 +1,4 @@
-"""BBQ (`bayesian_binning.py`) against an independent NumPy/SciPy computation of the BDeu
+"""BBQ (`binning/bayesian.py`) against an independent NumPy/SciPy computation of the BDeu
 score and the model average of Naeini et al. (2015), and against netcal's `BBQ`."""
 
 import math

@@ -1,4 +1,4 @@
-"""reliability_diagram: the confidence histogram is drawn, visible and not hidden by the bars."""
+"""reliability_diagram (`plots.py`): the confidence histogram is drawn, visible and not hidden by the bars."""
 
 import matplotlib
 

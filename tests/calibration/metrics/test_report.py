@@ -1,4 +1,4 @@
-"""calibration_report: point values equal the functions, intervals equal a loop bootstrap."""
+"""calibration_report (`metrics/report.py`, `_bootstrap.py`): point values equal the functions, intervals equal a loop bootstrap."""
 
 import json
 
@@ -14,7 +14,7 @@ from keras_normkit.calibration import (
     expected_calibration_error,
     smooth_calibration_error,
 )
-from keras_normkit.calibration.report import CHUNK_ENTRIES
+from keras_normkit.calibration._bootstrap import CHUNK_ENTRIES
 
 
 def random_problem(seed, n, k=4, shift=0.1):
@@ -60,7 +60,7 @@ def test_values_and_intervals_equal_the_functions_on_explicit_resamples(ties):
 
 def test_seeded_chunked_and_printable():
     p, y = random_problem(1, 3000, k=3)
-    import keras_normkit.calibration.report as module
+    import keras_normkit.calibration._bootstrap as module
 
     report = calibration_report(p, y, bootstrap=40, seed=3)
     assert report.as_dict() == calibration_report(p, y, bootstrap=40, seed=3).as_dict()

@@ -1,4 +1,4 @@
-"""fit_temperature against scikit-learn and theory (`calibration/temperature.py`)."""
+"""fit_temperature against scikit-learn and theory (`calibration/scaling/temperature.py`)."""
 
 import warnings
 
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sklearn.calibration import _TemperatureScaling
 
 from keras_normkit.calibration import (
+    TemperatureScalingMap,
     expected_calibration_error,
     fit_temperature,
     negative_log_likelihood,
@@ -36,22 +37,27 @@ def _matches_sklearn_on_overconfident_logits():
     for seed, (n, k, factor) in enumerate([(2000, 10, 2.5), (500, 3, 4.0), (3000, 100, 1.7)]):
         z, y = calibrated_draw(seed, n, k)
         for logits in (factor * z, (factor * z).astype(np.float32)):
-            t_ours, t_sklearn = fit_temperature(logits, y), sklearn_temperature(logits, y)
+            t_ours, t_sklearn = (
+                fit_temperature(logits, y).temperature,
+                sklearn_temperature(logits, y),
+            )
             assert t_ours == pytest.approx(t_sklearn, rel=1e-4), (n, k, logits.dtype)
 
 
 def _matches_sklearn_under_confident_and_binary():
     z, y = calibrated_draw(7, 2000, 5)
-    assert fit_temperature(0.3 * z, y) == pytest.approx(sklearn_temperature(0.3 * z, y), rel=1e-4)
-    assert fit_temperature(0.3 * z, y) < 1
+    assert fit_temperature(0.3 * z, y).temperature == pytest.approx(
+        sklearn_temperature(0.3 * z, y), rel=1e-4
+    )
+    assert fit_temperature(0.3 * z, y).temperature < 1
     # Binary: one logit, sigmoid(z / T) = softmax((0, z) / T)[1].
     rng = np.random.default_rng(3)
     logit = rng.normal(size=3000) * 2
     label = (rng.random(3000) < 1 / (1 + np.exp(-logit))).astype(int)
     two_columns = np.stack([np.zeros_like(logit), 3 * logit], axis=1)
     expected = sklearn_temperature(two_columns, label)
-    assert fit_temperature(3 * logit, label) == pytest.approx(expected, rel=1e-4)
-    assert fit_temperature((3 * logit)[:, None], label[:, None]) == pytest.approx(
+    assert fit_temperature(3 * logit, label).temperature == pytest.approx(expected, rel=1e-4)
+    assert fit_temperature((3 * logit)[:, None], label[:, None]).temperature == pytest.approx(
         expected, rel=1e-4
     )
     assert expected == pytest.approx(3.0, rel=0.1)
@@ -59,7 +65,7 @@ def _matches_sklearn_under_confident_and_binary():
 
 def test_recovers_known_miscalibration_and_cuts_ece():
     z, y = calibrated_draw(0, 20_000, 10)
-    temperature = fit_temperature(2.5 * z, y)
+    temperature = fit_temperature(2.5 * z, y).temperature
     assert temperature == pytest.approx(2.5, rel=0.02)
     z_test, y_test = calibrated_draw(1, 20_000, 10)
     before = expected_calibration_error(softmax(2.5 * z_test), y_test)
@@ -71,14 +77,14 @@ def test_recovers_known_miscalibration_and_cuts_ece():
 def test_temperature_is_the_nll_minimizer_and_equivariant(seed, factor, shift):
     z, y = calibrated_draw(seed, 400, 4)
     logits = factor * z
-    t = fit_temperature(logits, y)
+    t = fit_temperature(logits, y).temperature
     nll = negative_log_likelihood(logits / t, y, from_logits=True)
     for ratio in (0.99, 1.01):
         assert negative_log_likelihood(logits / (t * ratio), y, from_logits=True) > nll
     # Scaling the logits by c scales T by c; adding a constant to a row changes nothing.
-    assert fit_temperature(3.0 * logits, y) == pytest.approx(3.0 * t, rel=1e-6)
+    assert fit_temperature(3.0 * logits, y).temperature == pytest.approx(3.0 * t, rel=1e-6)
     row_shift = shift * np.random.default_rng(seed).random((len(z), 1))
-    assert fit_temperature(logits + row_shift, y) == pytest.approx(t, rel=1e-6)
+    assert fit_temperature(logits + row_shift, y).temperature == pytest.approx(t, rel=1e-6)
 
 
 def test_memmap_and_one_hot_inputs_give_the_same_temperature(tmp_path):
@@ -87,13 +93,13 @@ def test_memmap_and_one_hot_inputs_give_the_same_temperature(tmp_path):
     path = tmp_path / "logits.f32"
     logits.tofile(path)
     mapped = np.memmap(path, dtype=np.float32, mode="r", shape=logits.shape)
-    expected = fit_temperature(logits, y)
-    assert fit_temperature(mapped, y) == pytest.approx(expected, rel=1e-6)
+    expected = fit_temperature(logits, y).temperature
+    assert fit_temperature(mapped, y).temperature == pytest.approx(expected, rel=1e-6)
     # A slice of a memmap (read through the mapping, not from the file) agrees too.
-    assert fit_temperature(mapped[100:], y[100:]) == pytest.approx(
-        fit_temperature(logits[100:], y[100:]), rel=1e-6
+    assert fit_temperature(mapped[100:], y[100:]).temperature == pytest.approx(
+        fit_temperature(logits[100:], y[100:]).temperature, rel=1e-6
     )
-    assert fit_temperature(logits, np.eye(7)[y]) == pytest.approx(expected, rel=1e-12)
+    assert fit_temperature(logits, np.eye(7)[y]).temperature == pytest.approx(expected, rel=1e-12)
 
 
 def _no_finite_optimum_raises():
@@ -135,7 +141,7 @@ def _one_class_labels_raise(functions):
         fit_temperature(z, np.zeros(200, int))
     # Two classes present (the third absent) are still fitted.
     z, y = calibrated_draw(0, 2000, 3)
-    assert fit_temperature(2 * z[y < 2], y[y < 2]) > 1
+    assert fit_temperature(2 * z[y < 2], y[y < 2]).temperature > 1
 
 
 def _bad_input_raises(functions):
@@ -168,3 +174,40 @@ def test_sklearn_agreement():
     """The checks below, run in turn (each is a function of this module)."""
     _matches_sklearn_on_overconfident_logits()
     _matches_sklearn_under_confident_and_binary()
+
+
+def test_the_map_predicts_softmax_and_still_reads_as_the_old_float():
+    """`fit_temperature` returns a `TemperatureScalingMap`; 0.1.0 code that used the float
+    it returned keeps working for one release, each use with a `DeprecationWarning`."""
+    z, y = calibrated_draw(2, 3000, 4)
+    fitted = fit_temperature(2.0 * z, y)
+    t = fitted.temperature
+    assert isinstance(fitted, TemperatureScalingMap) and isinstance(t, float)
+    np.testing.assert_allclose(fitted.predict(2.0 * z), softmax(2.0 * z / t), rtol=1e-12)
+    # One binary logit: sigmoid(z / T), in the input's shape.
+    logit = 3.0 * z[:, 0]
+    label = (np.random.default_rng(0).random(len(z)) < 1 / (1 + np.exp(-z[:, 0]))).astype(int)
+    binary = fit_temperature(logit, label)
+    expected = 1 / (1 + np.exp(-logit / binary.temperature))
+    np.testing.assert_allclose(binary.predict(logit), expected, rtol=1e-12)
+    assert binary.predict(logit[:, None]).shape == (len(logit), 1)
+    assert "temperature=" in repr(fitted)
+    # The deprecated float: each use warns and gives what the float gave.
+    legacy = [
+        (lambda: float(fitted), t),
+        (lambda: round(fitted, 3), round(t, 3)),
+        (lambda: 1.0 / fitted, 1.0 / t),
+        (lambda: fitted * 2.0, 2.0 * t),
+        (lambda: fitted - 1.0, t - 1.0),
+        (lambda: fitted > 0.5 * t, True),
+    ]
+    for use, expected in legacy:
+        with pytest.warns(DeprecationWarning, match=r"\.temperature"):
+            assert use() == expected
+    with pytest.warns(DeprecationWarning, match="fit_temperature"):
+        np.testing.assert_allclose(z / fitted, z / t, rtol=0)
+    with pytest.warns(DeprecationWarning):
+        assert fitted == pytest.approx(t)
+    with warnings.catch_warnings():  # the map itself and its attribute do not warn
+        warnings.simplefilter("error")
+        assert fitted.temperature == t and bool(fitted)

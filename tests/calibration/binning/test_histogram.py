@@ -1,4 +1,4 @@
-"""fit_histogram_binning against a literal NumPy implementation and scikit-learn's bins."""
+"""fit_histogram_binning (`binning/histogram.py`) against a literal NumPy implementation and scikit-learn's bins."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,6 @@
-"""HistogramBinning / IsotonicCalibration / PlattScaling wrappers: served outputs equal the
-fit functions', streaming collection, round trips, NotCalibratedError, bad input."""
+"""The one-vs-rest wrappers (`_one_vs_rest.py`, `binning/_lookup.py`) through HistogramBinning /
+IsotonicCalibration / PlattScaling: served outputs equal the fit functions', streaming
+collection, round trips, NotCalibratedError, bad input."""
 
 import os
 import tempfile

@@ -1,4 +1,4 @@
-"""fit_isotonic_calibration / PAV against scikit-learn's IsotonicRegression (to 1e-8)."""
+"""fit_isotonic_calibration / PAV (`binning/isotonic.py`) against scikit-learn's IsotonicRegression (to 1e-8)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sklearn.isotonic import IsotonicRegression, isotonic_regression
 
 from keras_normkit.calibration import IsotonicCalibrationMap, fit_isotonic_calibration
-from keras_normkit.calibration.isotonic import isotonic_thresholds, pool_adjacent_violators
+from keras_normkit.calibration.binning.isotonic import isotonic_thresholds, pool_adjacent_violators
 
 ATOL = 1e-8
 

@@ -1,4 +1,4 @@
-"""Risk-coverage curve and AURC against a direct loop (and exhaustive tie orders)."""
+"""Risk-coverage curve and AURC (`metrics/selective.py`) against a direct loop (and exhaustive tie orders)."""
 
 import itertools
 

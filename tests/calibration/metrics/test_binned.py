@@ -1,19 +1,19 @@
-"""ECE, MCE, class-wise ECE, NLL and calibration bins: math against independent references."""
+"""ECE, MCE, class-wise ECE and calibration bins (`metrics/binned.py`): math against independent
+references."""
 
 import keras
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sklearn.metrics import log_loss
 
 from keras_normkit.calibration import (
     calibration_bins,
     classwise_expected_calibration_error,
     expected_calibration_error,
     maximum_calibration_error,
-    negative_log_likelihood,
 )
+from tests.calibration.metrics.problems import BAD_INPUTS, GOOD_P
 
 
 def reference_bins(probabilities, labels, num_bins):
@@ -102,12 +102,6 @@ def _hand_computed_classwise_ece():
     assert classwise_expected_calibration_error(p, [0, 1], num_bins=10) == pytest.approx(0.15)
 
 
-def _hand_computed_nll():
-    expected = -(np.log(0.5) + np.log(0.9)) / 2
-    got = negative_log_likelihood(np.array([[0.5, 0.5], [0.9, 0.1]]), [1, 0])
-    assert got == pytest.approx(expected, rel=1e-12)
-
-
 def _perfectly_calibrated_bins_give_zero_ece():
     # 10 examples at confidence 0.8 of which 8 are correct: acc = conf in the only bin.
     p = np.tile([[0.8, 0.2]], (10, 1))
@@ -169,49 +163,9 @@ def _binary_probabilities_equal_two_column_form():
     assert expected_calibration_error(p1, y) == pytest.approx(reference_ece(two, y, 15))
 
 
-@given(seed=st.integers(0, 10_000), k=st.integers(2, 10))
-def test_nll_matches_sklearn_log_loss(seed, k):
-    rng = np.random.default_rng(seed)
-    logits = rng.normal(size=(100, k)) * 4
-    y = rng.integers(0, k, size=100)
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    expected = log_loss(y, p, labels=np.arange(k))
-    assert negative_log_likelihood(p, y) == pytest.approx(expected, rel=1e-9)
-    assert negative_log_likelihood(logits, y, from_logits=True) == pytest.approx(expected, rel=1e-9)
-
-
-def _nll_binary_logit_is_sigmoid_cross_entropy():
-    z = np.array([-3.0, 0.0, 2.0, 50.0])
-    y = np.array([0, 1, 1, 0])
-    expected = np.mean(np.logaddexp(0, -(2 * y - 1) * z))
-    assert negative_log_likelihood(z, y, from_logits=True) == pytest.approx(expected, rel=1e-12)
-
-
-def _nll_of_zero_probability_is_inf_not_clipped():
-    assert negative_log_likelihood(np.array([[1.0, 0.0]]), [1]) == np.inf
-
-
 # ---------------------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------------------
-
-GOOD_P = np.array([[0.7, 0.3], [0.2, 0.8]])
-BAD_INPUTS = [
-    (np.array([[np.nan, 1.0], [0.2, 0.8]]), [0, 1], "finite"),
-    (np.array([[np.inf, 1.0], [0.2, 0.8]]), [0, 1], "finite"),
-    (np.array([[2.0, -1.0], [0.2, 0.8]]), [0, 1], r"\[0, 1\]"),
-    (np.array([[0.5, 0.6], [0.2, 0.8]]), [0, 1], "sum to 1"),
-    (GOOD_P, [0, 2], r"\[0, 1\]"),
-    (GOOD_P, [0, -1], r"\[0, 1\]"),
-    (GOOD_P, [0, 1, 1], "one entry per example"),
-    (GOOD_P, [0.5, 1], "integers"),
-    (GOOD_P, np.array([[1, 1], [0, 1]]), "one-hot"),
-    (GOOD_P, np.zeros((2, 3, 1)), "labels"),
-    (np.zeros((0, 3)), np.zeros(0), "empty"),
-    (np.zeros((2, 0)), [0, 1], "at least 1 column"),
-    (np.zeros((2, 2, 2)), [0, 1], "shape"),
-]
 
 
 def _bad_input_raises():
@@ -221,7 +175,6 @@ def _bad_input_raises():
             expected_calibration_error,
             maximum_calibration_error,
             classwise_expected_calibration_error,
-            negative_log_likelihood,
         ):
             with pytest.raises(ValueError, match=match):
                 fn(probabilities, labels)
@@ -239,28 +192,19 @@ def _bad_num_bins():
             expected_calibration_error(GOOD_P, [0, 1], num_bins=num_bins)
 
 
-def _nll_from_logits_rejects_nan():
-    with pytest.raises(ValueError, match="finite"):
-        negative_log_likelihood(np.array([[0.0, np.nan]]), [0], from_logits=True)
-
-
 def test_hand_computed_examples():
     """The checks below, run in turn (each is a function of this module)."""
     _hand_computed_ece_and_mce()
     _right_edge_belongs_to_lower_bin()
     _hand_computed_classwise_ece()
-    _hand_computed_nll()
     _perfectly_calibrated_bins_give_zero_ece()
 
 
-def test_binary_nll_and_bad_input():
+def test_binary_form_and_bad_input():
     """The checks below, run in turn (each is a function of this module)."""
     _binary_probabilities_equal_two_column_form()
-    _nll_binary_logit_is_sigmoid_cross_entropy()
-    _nll_of_zero_probability_is_inf_not_clipped()
     _bad_input_raises()
     _bad_num_bins()
-    _nll_from_logits_rejects_nan()
 
 
 # ---------------------------------------------------------------------------------------
@@ -308,29 +252,11 @@ def test_equal_mass_ece_matches_loop_reference(seed, num_bins, k, n, ties):
     )
 
 
-def test_equal_mass_bins_by_hand_and_defaults_unchanged():
-    # n = 10, M = 4: ranks 0-2 | 3-4 | 5-7 | 8-9 (floor(4 r / 10)): sizes 3, 2, 3, 2.
-    from keras_normkit.calibration.functional import equal_mass_bin_indices
-
-    values = np.linspace(0.1, 1.0, 10)[::-1]
-    np.testing.assert_array_equal(equal_mass_bin_indices(values, 4), [3, 3, 2, 2, 2, 1, 1, 0, 0, 0])
-    # A tie group straddling a boundary goes whole to the bin of its first rank.
-    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.2, 0.5, 0.9], 2), [0, 0, 0, 1])
-    np.testing.assert_array_equal(equal_mass_bin_indices([0.5, 0.1, 0.2, 0.5], 2), [1, 0, 0, 1])
+def test_equal_mass_ece_by_hand_and_defaults_unchanged():
     # The hand example: confidences 0.6, 0.7 (both correct) and the tied 0.9, 0.9 (one
     # correct) with M = 2: (|2 - 1.3| + |1 - 1.8|) / 4 = 0.375; with M = 1: |3 - 3.1| / 4.
     assert expected_calibration_error(HAND_P, HAND_Y, 2, "equal_mass") == pytest.approx(0.375)
     assert expected_calibration_error(HAND_P, HAND_Y, 1, "equal_mass") == pytest.approx(0.025)
-    # Bootstrap weights: integer multiplicities bin like repeated values.
-    rng = np.random.default_rng(0)
-    values = rng.random(50)
-    weights = rng.integers(0, 3, size=(4, 50))
-    got = equal_mass_bin_indices(values, 7, weights)
-    for row in range(4):
-        repeated = np.repeat(values, weights[row])
-        expected = dict(zip(repeated, equal_mass_bin_indices(repeated, 7), strict=True))
-        kept = weights[row] > 0
-        np.testing.assert_array_equal(got[row][kept], [expected[v] for v in values[kept]])
     # The default is still Guo et al.'s equal-width binning.
     p, y = random_problem(1)
     assert expected_calibration_error(p, y) == pytest.approx(reference_ece(p, y, 15), abs=1e-12)

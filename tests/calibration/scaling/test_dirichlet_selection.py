@@ -1,4 +1,4 @@
-"""`select_dirichlet_regularization`: ODIR's weights by K-fold cross-validation."""
+"""`select_dirichlet_regularization` (`scaling/dirichlet_selection.py`): ODIR's weights by K-fold cross-validation."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Dirichlet calibration (`dirichlet.py`) against scikit-learn's logistic regression on
+"""Dirichlet calibration (`scaling/dirichlet.py`) against scikit-learn's logistic regression on
 log-probabilities (unregularized) and a SciPy minimization of the ODIR objective."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""fit_platt_scaling against a NumPy Newton solver, LogisticRegression and scikit-learn."""
+"""fit_platt_scaling (`scaling/platt.py`) against a NumPy Newton solver, LogisticRegression and scikit-learn."""
 
 import keras
 import numpy as np

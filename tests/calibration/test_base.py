@@ -1,4 +1,6 @@
-"""TemperatureScaling / VectorScaling / MatrixScaling: math, digits MLP, round trips, bad input."""
+"""The machinery every wrapper shares (`base.py`: logits recovery, `calibrate` from arrays,
+tf.data and spilled memmaps, NotCalibratedError, round trips, bad input), through
+TemperatureScaling / VectorScaling / MatrixScaling, and their math on a digits MLP."""
 
 import os
 import tempfile
@@ -12,9 +14,12 @@ from sklearn.datasets import load_digits
 
 from keras_normkit.calibration import (
     MatrixScaling,
+    MatrixScalingMap,
     NotCalibratedError,
     TemperatureScaling,
+    TemperatureScalingMap,
     VectorScaling,
+    VectorScalingMap,
     expected_calibration_error,
     fit_temperature,
     negative_log_likelihood,
@@ -80,7 +85,7 @@ def test_digits_mlp(digits_mlp):
     val_logits = model.predict(x_val, verbose=0).astype(np.float64)
     test_logits = model.predict(x_test, verbose=0)
     expected_t = 1.0 / float(_TemperatureScaling().fit(val_logits, y_val).beta_)
-    assert fit_temperature(val_logits, y_val) == pytest.approx(expected_t, rel=1e-4)
+    assert fit_temperature(val_logits, y_val).temperature == pytest.approx(expected_t, rel=1e-4)
 
     before_nll = negative_log_likelihood(test_logits, y_test, from_logits=True)
     before_ece = expected_calibration_error(softmax(test_logits), y_test)
@@ -111,7 +116,7 @@ def _temperature_wrapper_recovers_known_miscalibration():
     model = linear_classifier(kernel, bias)
     wrapper = TemperatureScaling(model).calibrate(x, y, verbose=0, batch_size=512)
     assert wrapper.temperature_ == pytest.approx(2.5, rel=0.05)
-    assert wrapper.temperature_ == pytest.approx(fit_temperature(2.5 * x, y), rel=1e-5)
+    assert wrapper.temperature_ == pytest.approx(fit_temperature(2.5 * x, y).temperature, rel=1e-5)
     expected = softmax(2.5 * x.astype(float) / wrapper.temperature_)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(wrapper(x)), expected, atol=1e-5)
     logits = TemperatureScaling(model, output="logits")
@@ -132,6 +137,18 @@ def _vector_and_matrix_wrappers_apply_their_maps():
     a, b = (keras.ops.convert_to_numpy(v) for v in (matrix.kernel, matrix.bias))
     np.testing.assert_allclose(np.diag(a), 0.4, rtol=0.1)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(matrix(x)), 2.5 * x @ a + b, atol=1e-4)
+    # The served map is the wrapper's `calibration_map_`: its `predict` gives the same.
+    temperature = TemperatureScaling(model).calibrate(x, y, verbose=0)
+    for wrapper, map_class in (
+        (temperature, TemperatureScalingMap),
+        (VectorScaling(model).calibrate(x, y, verbose=0), VectorScalingMap),
+        (MatrixScaling(model).calibrate(x, y, verbose=0), MatrixScalingMap),
+    ):
+        fitted = wrapper.calibration_map_
+        assert isinstance(fitted, map_class)
+        served = keras.ops.convert_to_numpy(wrapper(x))
+        np.testing.assert_allclose(fitted.predict(2.5 * x), served, atol=1e-5)
+    assert temperature.calibration_map_.temperature == temperature.temperature_
 
 
 def _softmax_model_is_calibrated_through_log_probabilities():
@@ -155,7 +172,7 @@ def _binary_sigmoid_and_logit_models():
     y = (rng.random(3000) < 1 / (1 + np.exp(-x[:, 0]))).astype("int32")
     logit_model = linear_classifier([[3.0]], [0.0])
     sigmoid_model = linear_classifier([[3.0]], [0.0], activation="sigmoid")
-    reference = fit_temperature(3.0 * x, y)
+    reference = fit_temperature(3.0 * x, y).temperature
     assert reference == pytest.approx(3.0, rel=0.1)
     logit_wrapper = TemperatureScaling(logit_model).calibrate(x, y, verbose=0)
     with pytest.warns(UserWarning, match="log-probabilities"):
@@ -409,6 +426,8 @@ def _uncalibrated_wrappers_refuse_to_predict(tmp_path):
         if keras.backend.backend() == "tensorflow":
             with pytest.raises(NotCalibratedError, match=NOT_CALIBRATED):
                 wrapper.export(str(tmp_path / f"{cls.__name__}_uncalibrated"), verbose=False)
+        with pytest.raises(NotCalibratedError, match="fitted map.*calibrate"):
+            _ = wrapper.calibration_map_
     # As scikit-learn's NotFittedError: both a ValueError and an AttributeError.
     assert issubclass(NotCalibratedError, ValueError)
     assert issubclass(NotCalibratedError, AttributeError)
