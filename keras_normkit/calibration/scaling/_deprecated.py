@@ -3,7 +3,7 @@
 
 After 0.1.0 every `fit_*` function returns a map with `predict`. Code written for 0.1.0
 keeps working for one release: `TemperatureScalingMap` still acts as the float T
-(`float(m)`, `round(m, 3)`, arithmetic, comparisons, NumPy conversion), and
+(`float(m)`, `round(m, 3)`, `f"{m:.3f}"`, arithmetic, comparisons, NumPy conversion), and
 `VectorScalingMap` / `MatrixScalingMap` as the pair `(w, b)` / `(A, b)` (unpacking,
 indexing, `len`), each use with a `DeprecationWarning` that names the attribute to read
 instead. The release after next removes this module.
@@ -48,6 +48,11 @@ class FloatReturn:
 
     def __round__(self, ndigits=None):
         return round(self._legacy_float(), ndigits)
+
+    def __format__(self, format_spec):
+        if not format_spec:  # f"{m}", str(m): the map's repr, silently
+            return str(self)
+        return format(self._legacy_float(), format_spec)
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._legacy_float(), dtype=dtype)

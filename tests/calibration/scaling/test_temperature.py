@@ -196,6 +196,7 @@ def test_the_map_predicts_softmax_and_still_reads_as_the_old_float():
     legacy = [
         (lambda: float(fitted), t),
         (lambda: round(fitted, 3), round(t, 3)),
+        (lambda: f"T = {fitted:.4f}", f"T = {t:.4f}"),
         (lambda: 1.0 / fitted, 1.0 / t),
         (lambda: fitted * 2.0, 2.0 * t),
         (lambda: fitted - 1.0, t - 1.0),
