@@ -13,6 +13,7 @@ import zipfile
 
 import keras
 import numpy as np
+import pytest
 
 import keras_normkit.calibration  # noqa: F401 - registers the wrappers, as a user's import does
 
@@ -47,6 +48,10 @@ def test_the_fixture_records_the_old_module_paths():
         assert layers[class_name]["registered_name"] == f"keras_normkit>{class_name}"
 
 
+@pytest.mark.skipif(
+    tuple(int(p) for p in keras.__version__.split(".")[:2]) < (3, 15),
+    reason="the fixture was saved by Keras 3.15; an older Keras need not read a newer file",
+)
 def test_wrappers_saved_by_0_1_load_and_predict_the_same():
     model = keras.models.load_model(FIXTURES / "wrappers_v0_1.keras")
     saved = np.load(FIXTURES / "wrappers_v0_1.npz")

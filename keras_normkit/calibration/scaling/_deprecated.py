@@ -6,7 +6,7 @@ keeps working for one release: `TemperatureScalingMap` still acts as the float T
 (`float(m)`, `round(m, 3)`, `f"{m:.3f}"`, arithmetic, comparisons, NumPy conversion), and
 `VectorScalingMap` / `MatrixScalingMap` as the pair `(w, b)` / `(A, b)` (unpacking,
 indexing, `len`), each use with a `DeprecationWarning` that names the attribute to read
-instead. The release after next removes this module.
+instead. A later release removes this module.
 """
 
 import operator
@@ -15,10 +15,11 @@ import warnings
 import numpy as np
 
 
-def warn(old, new, stacklevel=3):
+def warn(old, new, stacklevel=4):
+    """A `DeprecationWarning` pointing at the caller of the dunder method that called this."""
     warnings.warn(
-        f"{old} is deprecated and will be removed in the release after next: the fit "
-        f"functions return a map since keras_normkit 0.1.0; {new}.",
+        f"{old} is deprecated (keras_normkit 0.1.0's fit functions returned floats and tuples; "
+        f"they return maps now) and will stop working in a later release: {new}.",
         DeprecationWarning,
         stacklevel=stacklevel,
     )
@@ -33,13 +34,12 @@ def _float_operator(function, swapped=False):
 
 
 class FloatReturn:
-    """The map read as the Python float 0.1 returned (the temperature), with a warning."""
+    """The map read as the Python float 0.1.0 returned (the temperature), with a warning."""
 
     def _legacy_float(self):
         warn(
             "Using the result of `fit_temperature` as a number",
             "read its `.temperature` (a float), or call `.predict(logits)`",
-            stacklevel=4,
         )
         return self.temperature
 
@@ -77,7 +77,7 @@ class FloatReturn:
 
 
 class PairReturn:
-    """The map read as the pair 0.1 returned, `(multiplier, bias)`, with a warning.
+    """The map read as the pair 0.1.0 returned, `(multiplier, bias)`, with a warning.
 
     A subclass names the pair's attributes in `_legacy_pair` (e.g. `("scale", "bias")`).
     """
@@ -90,7 +90,6 @@ class PairReturn:
         warn(
             f"Unpacking or indexing the result of `{self._legacy_function}`",
             f"read its `.{first}` and `.{second}`, or call `.predict(logits)`",
-            stacklevel=4,
         )
         return tuple(getattr(self, name) for name in self._legacy_pair)
 
