@@ -235,17 +235,17 @@ def _isotonic(val_logits, val_labels, test_logits):
 
 
 def _temperature(val_logits, val_labels, test_logits):
-    return softmax(test_logits / calibration.fit_temperature(val_logits, val_labels))
+    return softmax(test_logits / calibration.fit_temperature(val_logits, val_labels).temperature)
 
 
 def _vector(val_logits, val_labels, test_logits):
-    w, b = calibration.fit_vector_scaling(val_logits, val_labels)
-    return softmax(test_logits * w + b)
+    fitted = calibration.fit_vector_scaling(val_logits, val_labels)
+    return softmax(test_logits * fitted.scale + fitted.bias)
 
 
 def _matrix(val_logits, val_labels, test_logits):
-    a, b = calibration.fit_matrix_scaling(val_logits, val_labels)
-    return softmax(test_logits @ a + b)
+    fitted = calibration.fit_matrix_scaling(val_logits, val_labels)
+    return softmax(test_logits @ fitted.kernel + fitted.bias)
 
 
 def _dirichlet_odir(val_logits, val_labels, test_logits):

@@ -72,7 +72,7 @@ def measure(logits, labels, val_logits, val_labels):
     """Test error, ECE (%), NLL, Brier; and the ECE (%) after temperature scaling fitted on
     the validation logits."""
     probabilities = table1.softmax(logits)
-    temperature = calibration.fit_temperature(val_logits, val_labels)
+    temperature = calibration.fit_temperature(val_logits, val_labels).temperature
     return {
         "error": float(100 * np.mean(probabilities.argmax(1) != labels)),
         "ece": float(100 * calibration.expected_calibration_error(probabilities, labels)),
