@@ -34,7 +34,9 @@ import torch
 __all__ = [
     "ACTIVATIONS",
     "FAST_WEIGHTS_CHECKPOINT",
+    "FAST_WEIGHTS_CPU_MAX_VALUES",
     "FAST_WEIGHTS_KEEP_BYTES",
+    "fast_weights_native",
     "fast_weights_rnn",
     "layer_norm_gru",
     "layer_norm_lstm",
@@ -772,6 +774,22 @@ FAST_WEIGHTS_KEEP_BYTES = 1 << 28
 FAST_WEIGHTS_CHECKPOINT = 8
 
 
+# On a CPU the native fast-weights loop trains bandwidth-bound: each step of its backward
+# pass reads and writes `A` and its adjoint (`B·H²` values) several times, where the chunked
+# Keras-ops engine (`keras_normkit.ops.fast_weights_loop`) writes `A` once per 8 steps. It
+# trains there only up to `B·H²` of this many values (the crossover,
+# `benchmarks/DECISIONS.md`); inference (no gradient) and accelerators, where the launches
+# cost and the passes do not, always run it.
+FAST_WEIGHTS_CPU_MAX_VALUES = 1 << 18
+
+
+def fast_weights_native(batch, units, device, training):
+    """Whether `fast_weights_rnn` runs for `batch` x `units` on `device`; `training`: a
+    gradient will be taken."""
+    small = batch * units * units <= FAST_WEIGHTS_CPU_MAX_VALUES
+    return device.type != "cpu" or not training or small
+
+
 def _fast_weights_interval(steps, a):
     """Steps between two `A` kept for back-propagation (1: every step)."""
     size = steps * a.numel() * a.element_size()
@@ -1011,6 +1029,13 @@ def fast_weights_rnn(
     Returns:
         `(last_output, outputs, [h, A])`, `A` of shape `(B, H, H)`.
     """
+    batch, units = sequences.shape[0], recurrent_kernel.shape[0]
+    training = torch.is_grad_enabled()
+    if not fast_weights_native(batch, units, sequences.device, training):
+        raise NotImplementedError(
+            f"The native fast-weights loop trains slower on the CPU at batch {batch} x "
+            f"{units} units ({batch * units * units} > {FAST_WEIGHTS_CPU_MAX_VALUES} values)."
+        )
     spec = {
         "activation": _activation(activation, "activation"),
         "inner_steps": int(inner_steps),
@@ -1035,7 +1060,6 @@ def fast_weights_rnn(
     if bias is not None:
         xp = xp + bias.to(dtype)
     h0, a0 = initial_state
-    batch = xp.shape[1]
     a0 = xp.new_zeros((batch, n, n)) if a0 is None else a0.to(dtype)
     result = _run(
         _FastWeightsLoop,

@@ -201,6 +201,78 @@ def test_simple_rnn_backward_is_autograds(options):
     _check(run, np.random.default_rng(2), options, shapes)
 
 
+def _fast_weights(v, variant, **kwargs):
+    return torch_rnn.fast_weights_rnn(
+        v["x"],
+        [v["h0"], v.get("a0")],
+        kernel=v["kernel"],
+        recurrent_kernel=v["recurrent_kernel"],
+        bias=v["bias"],
+        norm=(v["g"], v["b"], 1e-5) if "g" in v else None,
+        inner_steps=2 if variant else 1,
+        decay=0.9,
+        fast_learning_rate=0.5,
+        activation=kwargs.pop("activation", "relu"),
+        preliminary_layer_norm=variant,
+        **kwargs,
+    )
+
+
+FAST_WEIGHTS_SHAPES = {
+    "x": (B, T, F),
+    "h0": (B, H),
+    "kernel": (F, H),
+    "recurrent_kernel": (H, H),
+    "bias": (H,),
+    "g": (H,),
+    "b": (H,),
+}
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_fast_weights_backward_is_autograds(options, monkeypatch):
+    """The variant: two inner steps, the preliminary norm, a given `A0`, and `A` kept
+    every 4 steps and recomputed between (every step's is kept otherwise)."""
+    variant = options[-1]
+    shapes = dict(FAST_WEIGHTS_SHAPES)
+    if variant:
+        shapes["a0"] = (B, H, H)
+        monkeypatch.setattr(torch_rnn, "FAST_WEIGHTS_KEEP_BYTES", 0)
+        monkeypatch.setattr(torch_rnn, "FAST_WEIGHTS_CHECKPOINT", 4)
+    _check(_fast_weights, np.random.default_rng(4), options, shapes)
+
+
+def test_fast_weights_without_norm_backward_is_autograds():
+    shapes = {k: v for k, v in FAST_WEIGHTS_SHAPES.items() if k not in ("g", "b")}
+
+    def run(v, variant, **kwargs):
+        return _fast_weights(v, variant, activation="tanh", **kwargs)
+
+    _check(run, np.random.default_rng(5), PAIRWISE[1], shapes)
+
+
+def test_fast_weights_trains_natively_on_the_cpu_up_to_the_crossover():
+    cpu = torch.device("cpu")
+    limit = torch_rnn.FAST_WEIGHTS_CPU_MAX_VALUES
+    assert torch_rnn.fast_weights_native(64, 64, cpu, training=True)  # 64 * 64**2 = 2**18
+    assert not torch_rnn.fast_weights_native(64, 128, cpu, training=True)
+    assert torch_rnn.fast_weights_native(64, 128, cpu, training=False)
+    assert torch_rnn.fast_weights_native(64, 128, torch.device("meta"), training=True)
+    x = torch.zeros(limit // 64 + 1, 2, 3)
+    with pytest.raises(NotImplementedError, match="slower on the CPU"):
+        torch_rnn.fast_weights_rnn(
+            x,
+            [torch.zeros(x.shape[0], 8), None],
+            kernel=torch.zeros(3, 8, requires_grad=True),
+            recurrent_kernel=torch.zeros(8, 8),
+            bias=None,
+            norm=None,
+            inner_steps=1,
+            decay=0.9,
+            fast_learning_rate=0.5,
+        )
+
+
 def test_unknown_activation_is_not_implemented():
     x = torch.zeros(2, 3, 4)
     with pytest.raises(NotImplementedError, match="activation='hard_sigmoid'"):
@@ -218,21 +290,27 @@ def test_unknown_activation_is_not_implemented():
 # ------------------------------------------------------ the layers against Keras's loop
 
 
-# (layer, the variant's cell argument)
+# (layer, the variant's arguments)
 LAYERS = {
     "lstm": (layers.LayerNormLSTM, {"carry_normalized_state": True}),
     "gru": (layers.LayerNormGRU, {"reset_after": False}),
     "simple_rnn": (layers.LayerNormSimpleRNN, {"activation": "relu"}),
+    "fast_weights": (
+        layers.FastWeightsRNN,
+        {"inner_steps": 2, "preliminary_layer_norm": True, "activation": "tanh"},
+    ),
 }
 
 
 def _keras_loop(layer):
-    """A context in which `layer` runs Keras's loop over its cell (its path before the
-    native loops, and its fallback)."""
+    """A context in which `layer` runs its Keras-ops loop (its path before the native
+    loops, and its fallback)."""
 
     def not_native(*args, **kwargs):
         raise NotImplementedError
 
+    if isinstance(layer, layers.FastWeightsRNN):
+        return mock.patch.object(layer, "_torch_loop", not_native)
     return mock.patch.object(layer.cell, "torch_loop", not_native)
 
 
@@ -266,14 +344,20 @@ def test_layer_equals_keras_loop(kind, options):
     with_mask, dropout, go_backwards, return_sequences, variant = options
     layer_class, variant_arguments = LAYERS[kind]
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((B, T, F)).astype("float32")
+    # Fast weights: 11 steps (past a step count where the Keras-ops engine chunks).
+    steps = 11 if kind == "fast_weights" else T
+    x = rng.standard_normal((B, steps, F)).astype("float32")
     mask = None
     if with_mask:
-        mask = rng.random((B, T)) > 0.3
+        mask = rng.random((B, steps)) > 0.3
         mask[:, 0] = False
-    states = 2 if kind == "lstm" else 1
     # Given initial states in the rows with dropout, zeros in the others.
-    initial_state = [rng.standard_normal((B, H)).astype("float32") for _ in range(states)]
+    initial_state = [rng.standard_normal((B, H)).astype("float32")]
+    if kind == "lstm":
+        initial_state.append(rng.standard_normal((B, H)).astype("float32"))
+    if kind == "fast_weights":
+        a0 = rng.standard_normal((B, H, H)).astype("float32") * 0.3
+        initial_state.append(((a0 + a0.transpose(0, 2, 1)) / 2).reshape(B, H * H))
     layer = layer_class(
         H,
         return_sequences=return_sequences,
@@ -285,7 +369,7 @@ def test_layer_equals_keras_loop(kind, options):
         seed=7,
         **(variant_arguments if variant else {}),
     )
-    layer.build((B, T, F))
+    layer.build((B, steps, F))
     given = initial_state if dropout else []
     # The dropout masks are drawn from the layer's seed generator: the same for both calls
     # once its state is rewound.
@@ -319,6 +403,7 @@ FUNCTIONS = {
     "lstm": (layers.LayerNormLSTM, "layer_norm_lstm"),
     "gru": (layers.LayerNormGRU, "layer_norm_gru"),
     "simple_rnn": (layers.LayerNormSimpleRNN, "layer_norm_simple_rnn"),
+    "fast_weights": (layers.FastWeightsRNN, "fast_weights_rnn"),
 }
 
 
@@ -353,7 +438,7 @@ def _train_ops_per_step(layer_class, steps):
 
 # The issue's targets for a train step (forward and backward), per time step; Keras's own
 # LSTM loop takes 41.
-TRAIN_OPS_PER_STEP = {"lstm": 40, "gru": 40, "simple_rnn": 20}
+TRAIN_OPS_PER_STEP = {"lstm": 40, "gru": 40, "simple_rnn": 20, "fast_weights": 80}
 
 
 @pytest.mark.parametrize("kind", sorted(FUNCTIONS))
