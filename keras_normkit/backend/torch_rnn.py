@@ -804,6 +804,14 @@ def _row(v):
     return v.unsqueeze(1)
 
 
+def _hebbian_write(spec, a, h_new, m):
+    """`A <- λ A + η h hᵀ`, where the step's mask `m` (`(B, 1)` or `None`) is on."""
+    written = torch.baddbmm(
+        a, _column(h_new), _row(h_new), beta=spec["decay"], alpha=spec["learning_rate"]
+    )
+    return written if m is None else torch.where(m.unsqueeze(-1), written, a)
+
+
 class _FastWeightsLoop(torch.autograd.Function):
     """The fast-weights recurrence over `(T, B, H)` projected inputs `xp_t = C x_t + bias`.
 
@@ -812,13 +820,6 @@ class _FastWeightsLoop(torch.autograd.Function):
     and `A`. `gamma`, `beta` are `None` without layer norm. The backward pass carries the
     adjoint of `A` and recomputes `A` from copies kept every `FAST_WEIGHTS_CHECKPOINT` steps.
     """
-
-    @staticmethod
-    def _write(spec, a, h_new, m):
-        written = torch.baddbmm(
-            a, _column(h_new), _row(h_new), beta=spec["decay"], alpha=spec["learning_rate"]
-        )
-        return written if m is None else torch.where(m.unsqueeze(-1), written, a)
 
     @staticmethod
     def loop(spec, xp, h0, a0, kernel, gamma, beta, r_mask, *, record):
@@ -854,7 +855,7 @@ class _FastWeightsLoop(torch.autograd.Function):
             if record:
                 saved.append(step)
             m = None if masks is None else masks[t]
-            a = _FastWeightsLoop._write(spec, a, v, m)
+            a = _hebbian_write(spec, a, v, m)
             (h,), y = masking.forward(t, (v,), (h,), v, y)
             if spec["all_outputs"]:
                 ys.append(y)
@@ -935,7 +936,7 @@ class _FastWeightsLoop(torch.autograd.Function):
             a_before = [checkpoints[chunk]]
             for t in range(start, stop - 1):
                 m = None if masks is None else masks[t]
-                a_before.append(_FastWeightsLoop._write(spec, a_before[-1], vs[-1][t], m))
+                a_before.append(_hebbian_write(spec, a_before[-1], vs[-1][t], m))
             for t in range(stop - 1, start - 1, -1):
                 a_t = a_before[t - start]
                 (d_v,), d_old, d_y = masking.backward(t, (d_h_state,), _add(d_ys[t], d_y))
