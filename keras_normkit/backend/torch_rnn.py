@@ -868,30 +868,22 @@ class _FastWeightsLoop(torch.autograd.Function):
             spec, xp, h0, a0, kernel, gamma, beta, r_mask, record=True
         )
         ctx.spec = spec
-        # Stacked by kind: `None` where a step has no such value (no norm, no preliminary).
+        # Stacked by kind (`5 + 4 S` columns): `None` where a step has no such value (no
+        # norm, no preliminary norm); then the kept `A` as they are (no stacked copy: one
+        # `B·H²` pass per step). No other state on `ctx`: `torch.compile` traces this.
         columns = [
             torch.stack(column) if column[0] is not None else None
             for column in zip(*saved, strict=True)
         ]
-        ctx.columns = [c is not None for c in columns]
-        ctx.kept = len(checkpoints)
-        # The kept `A` as they are (no stacked copy: one `B·H²` pass per step).
-        ctx.save_for_backward(
-            kernel,
-            gamma,
-            beta,
-            r_mask,
-            *checkpoints,
-            *(c for c in columns if c is not None),
-        )
+        ctx.save_for_backward(kernel, gamma, beta, r_mask, *columns, *checkpoints)
         return _distinct(result)
 
     @staticmethod
     def backward(ctx, d_outputs, d_h, d_a):
         spec = ctx.spec
-        kernel, gamma, beta, r_mask, *present = ctx.saved_tensors
-        checkpoints, present = present[: ctx.kept], iter(present[ctx.kept :])
-        columns = [next(present) if p else None for p in ctx.columns]
+        kernel, gamma, beta, r_mask, *saved = ctx.saved_tensors
+        width = 5 + 4 * spec["inner_steps"]
+        columns, checkpoints = saved[:width], saved[width:]
         h_in, b, mean_p, rstd_p, v0, *inner = columns
         n = kernel.shape[0]
         _, act_grad = spec["activation"]
@@ -947,7 +939,9 @@ class _FastWeightsLoop(torch.autograd.Function):
                     2
                 )
                 if masks is None:
-                    d_v = torch.add(d_v, written, alpha=rate)
+                    # Not `torch.add(d_v, written, alpha=rate)`: Inductor (torch 2.13, CPU)
+                    # compiles that one wrong (a `jit_compile=True` test catches it).
+                    d_v = d_v + written * rate
                     scale = decay
                 else:
                     d_v = d_v + torch.where(masks[t], written * rate, 0.0)

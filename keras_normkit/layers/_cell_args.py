@@ -51,13 +51,18 @@ def cell_arguments(cell_class, values):
     return {name: values[name] for name in _argument_names(cell_class) if name in values}
 
 
-def activation_name(function):
-    """The name of a built-in Keras activation (`"tanh"`, `"relu"`, ...), else `None`.
+# The Keras activations the native loops know (`keras_normkit.backend.torch_rnn.ACTIVATIONS`).
+_NATIVE_ACTIVATIONS = ("tanh", "sigmoid", "relu", "linear")
 
-    `None` for anything that is not exactly the function Keras registers under its name (a
-    custom or wrapped activation), which the native loops then decline.
+
+def activation_name(function):
+    """The name of `function` if it is one of Keras's `tanh`, `sigmoid`, `relu`, `linear`
+    (the activations the native loops run), else `None`.
+
+    An identity test against `keras.activations`, nothing that `torch.compile` cannot trace
+    (`keras.activations.serialize` is one).
     """
-    name = keras.activations.serialize(function)
-    if isinstance(name, str) and keras.activations.get(name) is function:
-        return name
+    for name in _NATIVE_ACTIVATIONS:
+        if function is getattr(keras.activations, name):
+            return name
     return None

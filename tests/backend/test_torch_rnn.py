@@ -467,3 +467,21 @@ def test_mixed_precision_runs_in_float32_and_returns_the_compute_dtype():
     reference.set_weights([w.astype("float16").astype("float32") for w in layer.get_weights()])
     expected = reference(x.astype("float32")).detach().numpy()
     np.testing.assert_allclose(y.float().detach().numpy(), expected, atol=2e-3)
+
+
+@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
+def test_compiled_train_step_runs_the_native_loop(kind):
+    """`jit_compile=True` (Keras compiles the train step with `torch.compile`) traces the
+    layer's call into the native loop: it trains and agrees with the eager step."""
+    layer_class, name = FUNCTIONS[kind]
+    x = np.random.default_rng(0).standard_normal((B, T, F)).astype("float32")
+    y = np.random.default_rng(1).standard_normal((B, 4)).astype("float32")
+    losses = {}
+    for jit in (False, True):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((T, F)), layer_class(4)])
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=jit)
+        with mock.patch.object(torch_rnn, name, wraps=getattr(torch_rnn, name)) as spy:
+            losses[jit] = [float(model.train_on_batch(x, y)) for _ in range(3)]
+        assert spy.call_count >= 1
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
