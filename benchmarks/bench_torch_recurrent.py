@@ -298,6 +298,9 @@ def main(argv=None):
 
     import keras_normkit
 
+    sys.path.insert(0, str(ROOT / "examples"))
+    from result_commands import environment_prefix
+
     torch.set_num_threads(1)
     settings = QUICK if args.quick else FULL
     names = [n.strip() for n in args.models.split(",")]
@@ -309,7 +312,8 @@ def main(argv=None):
     report = {
         "schema": SCHEMA,
         "script": "benchmarks/bench_torch_recurrent.py",
-        "command": "python benchmarks/bench_torch_recurrent.py"
+        "command": environment_prefix()
+        + " python benchmarks/bench_torch_recurrent.py"
         + (" --quick" if args.quick else "")
         + (f" --models '{args.models}'" if args.models != ",".join(MODELS) else ""),
         "quick": args.quick,

@@ -203,7 +203,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         gamma = self.gamma if gamma is None else gamma
         beta = self.beta if beta is None else beta
         # Automatic differentiation of the shared formula, not its hand-derived gradient,
-        # inside this layer's XLA-compiled loop (why: benchmarks/README.md).
+        # inside this layer's XLA-compiled loop (benchmarks/DECISIONS.md#layer-norm-gradient).
         return layer_norm(z, gamma, beta, self.layer_norm_epsilon, derived_gradient=False)
 
     def settle(self, boundary, fast_apply, gamma=None, beta=None):
@@ -329,13 +329,14 @@ class FastWeightsRNN(keras.layers.RNN):
     XLA-compiled — `fit` with the CPU default `jit_compile="auto"` — runs the loop as an
     XLA cluster, and its gradient as a second one that recomputes the forward pass. Eager
     calls, inference and `tf.distribute` runs keep the plain graph, so exported SavedModels
-    never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this).
+    never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this;
+    why: `benchmarks/DECISIONS.md#tensorflow-xla-clusters`).
 
-    `"auto"` picks `"memory"` when the time axis is static and `T <= 1.3 * units` with XLA
-    (`jit_compile=True`, the JAX backend), `T <= 1.2 * units` as XLA clusters (both for
-    `units >= 48`), `T <= 0.8 * units` and `units >= 64` otherwise (crossovers measured on a
-    CPU; the figures are in `benchmarks/README.md`); else `"matrix"`, and always `"matrix"`
-    for `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
+    `"auto"` picks `"memory"` when the time axis is static and `T` is short relative to
+    `units`, below a crossover measured for each way the loop runs (with XLA, as XLA
+    clusters, with plain ops: the rule and its measurement are in
+    `benchmarks/DECISIONS.md#fast-weights-auto-form`); else `"matrix"`, and always
+    `"matrix"` for `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
     with `A` flattened to `(batch, units * units)`, as for the cell.
 
     Args:

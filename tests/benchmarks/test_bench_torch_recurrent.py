@@ -81,7 +81,10 @@ def test_targets_read_the_rows():
 
 
 def test_readme_table_is_the_recorded_run():
+    readme = _DIR / "README.md"
+    if not RECORDED.exists():  # no run recorded yet: no table
+        assert read_block(readme, "torch-recurrent-table") == ""
+        return
     report = json.loads(RECORDED.read_text())
     assert report["quick"] is False and report["settings"]["threads"] == 1
-    readme = _DIR / "README.md"
     assert read_block(readme, "torch-recurrent-table") == bench.markdown_table(report)

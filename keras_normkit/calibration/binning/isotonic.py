@@ -18,8 +18,8 @@ adjacent blocks at once (a valid sequence of adjacent-violator pools, ties inclu
 scikit-learn: the pooled mean of a non-increasing run is still >= the next value); when a
 pass removes less than a tenth of the blocks, the remaining blocks are finished by the
 classic single-pass stack algorithm. The work is O(n log n) for the sort plus O(blocks)
-per pass, and the blocks shrink geometrically on calibration data (10^6 labels: 16 passes;
-timings in benchmarks/README.md).
+per pass, and the blocks shrink geometrically on calibration data
+(`benchmarks/DECISIONS.md#isotonic-pav`).
 
 References: Zadrozny & Elkan, "Transforming classifier scores into accurate multiclass
 probability estimates", KDD 2002; Guo, Pleiss, Sun, Weinberger, "On Calibration of Modern
