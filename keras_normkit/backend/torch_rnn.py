@@ -1,4 +1,4 @@
-"""PyTorch-native time loops of the layer-normalized RNNs, with hand-written backward passes.
+"""PyTorch-native time loops of the layer-normalized RNNs and of fast weights, hand-differentiated.
 
 On the PyTorch backend, `keras.layers.RNN` runs a Python loop whose every step calls the cell
 through `keras.ops` (each call converts, dispatches and casts), so a step of a
@@ -20,13 +20,16 @@ keep the states and repeat the previous output (zeros with `zero_output_for_mask
 before the first unmasked step), `go_backwards` processes the reversed sequence and returns
 the outputs in processing order, and without `return_sequences` `outputs` holds only the last
 output. A function raises `NotImplementedError` for what it does not run (an activation
-outside `ACTIVATIONS`), and the layer then falls back to Keras's loop, as Keras's `LSTM`
-falls back from `backend.lstm`. Half-precision inputs run in float32 (the caller casts the
+outside `ACTIVATIONS`; fast weights trained on a CPU past `FAST_WEIGHTS_CPU_MAX_VALUES`), and
+the layer then falls back to its Keras-ops loop, as Keras's `LSTM` falls back from
+`backend.lstm`. Half-precision inputs run in float32 (the caller casts the
 results back to its compute dtype).
 
 The formulas are the cells' (`keras_normkit.layers.LayerNormLSTMCell`, `LayerNormGRUCell`,
-`LayerNormSimpleRNNCell`); the loops are tested against Keras's loop over those cells, outputs
-and gradients, and their backward passes against autograd with `torch.autograd.gradcheck`.
+`LayerNormSimpleRNNCell`, `FastWeightsRNN`); the loops are tested against Keras's loop over
+those cells, outputs and gradients, and their backward passes against autograd with
+`torch.autograd.gradcheck`. Why the backward passes are written by hand:
+benchmarks/DECISIONS.md#torch-native-loops.
 """
 
 import torch
@@ -777,9 +780,9 @@ FAST_WEIGHTS_CHECKPOINT = 8
 # On a CPU the native fast-weights loop trains bandwidth-bound: each step of its backward
 # pass reads and writes `A` and its adjoint (`B·H²` values) several times, where the chunked
 # Keras-ops engine (`keras_normkit.ops.fast_weights_loop`) writes `A` once per 8 steps. It
-# trains there only up to `B·H²` of this many values (the crossover,
-# `benchmarks/DECISIONS.md`); inference (no gradient) and accelerators, where the launches
-# cost and the passes do not, always run it.
+# trains there only up to `B·H²` of this many values (the crossover:
+# benchmarks/DECISIONS.md#torch-fast-weights-cpu); inference (no gradient) and accelerators,
+# where the launches cost and the passes do not, always run it.
 FAST_WEIGHTS_CPU_MAX_VALUES = 1 << 18
 
 

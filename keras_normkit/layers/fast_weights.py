@@ -330,7 +330,11 @@ class FastWeightsRNN(keras.layers.RNN):
     XLA cluster, and its gradient as a second one that recomputes the forward pass. Eager
     calls, inference and `tf.distribute` runs keep the plain graph, so exported SavedModels
     never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this;
-    why: `benchmarks/DECISIONS.md#tensorflow-xla-clusters`).
+    why: `benchmarks/DECISIONS.md#tensorflow-xla-clusters`). On PyTorch the layer runs a
+    native loop with a hand-written backward pass (`keras_normkit.backend.torch_rnn`, the
+    matrix form, whatever `implementation` says), except to train on a CPU with a large
+    `batch · units²`, where the chunked loop is faster
+    (`benchmarks/DECISIONS.md#torch-fast-weights-cpu`).
 
     `"auto"` picks `"memory"` when the time axis is static and `T` is short relative to
     `units`, below a crossover measured for each way the loop runs (with XLA, as XLA

@@ -195,6 +195,9 @@ class LayerNormGRU(_LayerNormRNNBase):
     and reset gates and the candidate are formed in Keras's GRU order (see the cell for
     the formulas with `reset_after=True` and `False`).
 
+    On PyTorch the layer runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop.
+
     Args:
         units: Positive integer, dimensionality of the output space.
         return_sequences: Boolean, return the full sequence (else the last output).

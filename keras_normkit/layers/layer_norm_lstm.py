@@ -204,7 +204,8 @@ class LayerNormLSTM(_LayerNormRNNBase):
     `c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g)`, `h_t = sigmoid(o) tanh(LN_c(c_t))`
     over a sequence: `keras.layers.RNN` around a `LayerNormLSTMCell` (see it for the
     formula, the difference from TF-Addons and `carry_normalized_state`). There is no
-    cuDNN kernel for it: the generic RNN loop runs (XLA-compilable).
+    cuDNN kernel for it: on PyTorch it runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop (XLA-compilable).
 
     Args:
         units: Positive integer, dimensionality of the output space.

@@ -125,6 +125,9 @@ class LayerNormSimpleRNN(_LayerNormRNNBase):
     `h_t = activation(LN(x_t W + h_{t-1} U) + b)` over a sequence: `keras.layers.RNN`
     around a `LayerNormSimpleRNNCell` (see it for the formula and the cell arguments).
 
+    On PyTorch the layer runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop.
+
     Args:
         units: Positive integer, dimensionality of the output space.
         return_sequences: Boolean, return the full sequence (else the last output).
