@@ -194,9 +194,10 @@ class ConformalClassifier(keras.Model):
 
     @property
     def lam_(self):
-        """RAPS's lam, given or chosen (0 for LAC and APS)."""
+        """RAPS's lam, given or chosen (0 for LAC and APS), as stored (float32, shown to 7
+        significant digits: 0.1, not 0.10000000149)."""
         self._check_calibrated("report lam")
-        return float(ops.convert_to_numpy(self.lam_weight))
+        return float(f"{float(ops.convert_to_numpy(self.lam_weight)):.7g}")
 
     def __getattr__(self, name):
         # A fitted-attribute property raising `NotCalibratedError` (an AttributeError) makes

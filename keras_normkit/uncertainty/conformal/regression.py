@@ -206,6 +206,10 @@ class ConformalRegressor(keras.Model):
             shape=(), initializer="zeros", trainable=False, name="threshold"
         )
 
+    def build(self, input_shape):
+        # tau is created in __init__ and the wrapped model is built: nothing to create.
+        self.built = True
+
     @property
     def is_calibrated(self):
         """Whether `calibrate` fitted the threshold (or a calibrated save was loaded)."""

@@ -76,8 +76,11 @@ def test_the_mean_of_many_samples_is_the_mean_of_single_passes():
     singles = np.mean([_np(single(x)) for _ in range(400)], axis=0)
     np.testing.assert_allclose(many, singles, atol=0.04)
     # the same seed gives the same masks on a fresh wrapper
-    np.testing.assert_allclose(_np(MonteCarloDropout(model, samples=5, seed=7)(x)),
-                               _np(MonteCarloDropout(model, samples=5, seed=7)(x)), atol=1e-6)
+    np.testing.assert_allclose(
+        _np(MonteCarloDropout(model, samples=5, seed=7)(x)),
+        _np(MonteCarloDropout(model, samples=5, seed=7)(x)),
+        atol=1e-6,
+    )
 
 
 def test_probabilities_output_and_binary_output():
