@@ -110,3 +110,20 @@ def numpy_logits(outputs, model_output):
     if z.shape[-1] == 1:
         z = np.concatenate([np.zeros_like(z), z], axis=-1)
     return z
+
+
+def build_on_symbolic_inputs(wrapper, model):
+    """Call `wrapper` once on symbolic inputs shaped as `model`'s, when it has static ones, so
+    that it is built (and can `export`) before any real call; else leave it to the first
+    call."""
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):
+        return
+    if not inputs:
+        return
+    symbolic = [keras.KerasTensor(t.shape, dtype=t.dtype) for t in inputs]
+    try:
+        wrapper(symbolic[0] if len(symbolic) == 1 else symbolic)
+    except Exception:  # noqa: BLE001 - best effort: a first real call builds it anyway
+        pass

@@ -64,6 +64,7 @@ class DeepEnsemble(keras.Model):
                 f"Every member must output the same number of classes. Received outputs of "
                 f"widths {sorted(widths)}."
             )
+        _models.build_on_symbolic_inputs(self, models[0])
 
     def call(self, inputs):
         total = None

@@ -139,6 +139,7 @@ class MonteCarloDropout(keras.Model):
         self.model_output = _models.resolve_model_output(model, model_output)
         _models.static_num_classes(model)
         self.sampler = _sampling_model(model, self.seed)
+        _models.build_on_symbolic_inputs(self, model)
 
     def call(self, inputs):
         tiled = keras.tree.map_structure(

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from keras_normkit.uncertainty import DeepEnsemble
+from tests.conftest import requires_tensorflow
 
 
 def _member(seed, activation=None, width=3):
@@ -64,3 +65,28 @@ def test_errors():
         DeepEnsemble([_member(0), _member(1, width=4)])
     with pytest.raises(TypeError, match=r"models\[1\]"):
         DeepEnsemble([_member(0), "not a model"])
+
+
+def test_feeds_the_calibration_and_conformal_tools():
+    from keras_normkit.calibration import expected_calibration_error
+    from keras_normkit.uncertainty import ConformalClassifier
+
+    ensemble = DeepEnsemble([_member(0), _member(1)])
+    x = np.random.default_rng(1).normal(size=(60, 4)).astype("float32")
+    y = np.random.default_rng(2).integers(0, 3, 60)
+    p = ensemble.predict(x, verbose=0)
+    assert 0 <= expected_calibration_error(p, y) <= 1
+    sets = ConformalClassifier(ensemble, "lac", alpha=0.2, model_output="probabilities")
+    assert sets.calibrate(x, y, verbose=0).predict(x[:3], verbose=0).shape == (3, 3)
+
+
+@requires_tensorflow
+def test_export_and_serve(tmp_path):
+    import tensorflow as tf
+
+    ensemble = DeepEnsemble([_member(0), _member(1)])
+    ensemble.export(str(tmp_path / "ensemble"), verbose=False)
+    served = tf.saved_model.load(str(tmp_path / "ensemble"))
+    np.testing.assert_allclose(
+        served.serve(tf.constant(_x())).numpy(), ensemble.predict(_x(), verbose=0), atol=1e-6
+    )

@@ -8,6 +8,7 @@ import pytest
 
 from keras_normkit.layers import AlphaDropout
 from keras_normkit.uncertainty import MonteCarloDropout
+from tests.conftest import requires_tensorflow
 
 
 def _model(dropout=None, seed=0):
@@ -128,3 +129,15 @@ def test_errors():
         MonteCarloDropout("model")
     with pytest.raises(ValueError, match="samples"):
         MonteCarloDropout(_model(), samples=0)
+
+
+@requires_tensorflow
+def test_export_and_serve(tmp_path):
+    import tensorflow as tf
+
+    mc = MonteCarloDropout(_model(), samples=4, seed=0)
+    mc.export(str(tmp_path / "mc"), verbose=False)
+    served = tf.saved_model.load(str(tmp_path / "mc"))
+    a, b = served.serve(tf.constant(_x())).numpy(), served.serve(tf.constant(_x())).numpy()
+    assert a.shape == (8, 4) and np.allclose(a.sum(axis=1), 1.0, atol=1e-5)
+    assert np.abs(a - b).max() > 1e-4  # the served model still samples
