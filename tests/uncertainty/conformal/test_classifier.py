@@ -163,3 +163,25 @@ def test_errors():
         ConformalClassifier(model).calibrate(x, y + 4, verbose=0)
     with pytest.raises(ValueError, match="4 classes"):
         ConformalClassifier(model).calibrate_from_logits(np.zeros((20, 3)), np.zeros(20, int))
+
+
+def test_mixed_precision_model():
+    x, y, kernel = _data()
+    keras.config.set_dtype_policy("mixed_float16")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(K)])
+    keras.config.set_dtype_policy("float32")
+    model.layers[0].set_weights([kernel.astype("float32"), np.zeros(K, "float32")])
+    wrapper = ConformalClassifier(model, "raps", randomized=False)
+    sets = wrapper.calibrate(x[:500], y[:500], seed=0, verbose=0).predict(x[500:], verbose=0)
+    assert sets.dtype == bool and 0.85 <= coverage(sets, y[500:]) <= 0.97
+
+
+@requires_tensorflow
+def test_calibrate_on_a_dataset():
+    import tensorflow as tf
+
+    x, y, _ = _data()
+    dataset = tf.data.Dataset.from_tensor_slices((x[:500], y[:500])).batch(64)
+    a = ConformalClassifier(_model(), "aps").calibrate(dataset, seed=0, verbose=0)
+    b = ConformalClassifier(_model(), "aps").calibrate(x[:500], y[:500], seed=0, verbose=0)
+    assert a.threshold_ == b.threshold_

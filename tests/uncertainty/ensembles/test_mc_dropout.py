@@ -141,3 +141,12 @@ def test_export_and_serve(tmp_path):
     a, b = served.serve(tf.constant(_x())).numpy(), served.serve(tf.constant(_x())).numpy()
     assert a.shape == (8, 4) and np.allclose(a.sum(axis=1), 1.0, atol=1e-5)
     assert np.abs(a - b).max() > 1e-4  # the served model still samples
+
+
+def test_mixed_precision_model():
+    keras.config.set_dtype_policy("mixed_float16")
+    model = _model()
+    keras.config.set_dtype_policy("float32")
+    p = _np(MonteCarloDropout(model, samples=4, seed=0)(_x()))
+    assert p.dtype == np.float32
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
