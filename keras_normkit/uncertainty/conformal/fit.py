@@ -146,7 +146,8 @@ def fit_prediction_sets(
         mondrian: Class-conditional thresholds (coverage 1 - alpha within every class).
         tuning_fraction: RAPS with a parameter to choose: the fraction of the examples held
             out for it, in (0, 1).
-        seed: Integer seed of the tuning split and the uniforms (None: not reproducible).
+        seed: Integer seed (or a `numpy.random.Generator`) of the tuning split and the
+            uniforms (None: not reproducible).
 
     Returns:
         A `PredictionSetMap`; `.predict(probabilities)` gives the sets.

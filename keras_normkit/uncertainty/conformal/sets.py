@@ -47,9 +47,11 @@ def prediction_sets(
       probability that makes the coverage exact (Romano et al. 2020, Eq. 5; Angelopoulos
       et al. 2021, Algorithm 2). Such a set may be empty.
     * not randomized: C(x) = {y : s(x, y; 0) < tau}, the top labels up to and including the
-      one whose mass crosses tau (as the paper's code and MAPIE's `include_last_label=True`
-      for APS): it holds every randomized set, so it covers at least as often (over-covers
-      somewhat), and is never empty when k_reg >= 1.
+      one whose mass crosses tau (for APS exactly the paper's code's and MAPIE's
+      `include_last_label=True` sets): the union of the randomized sets over u, so it covers
+      at least as often (over-covers somewhat), and is never empty when k_reg >= 1. For
+      RAPS their rule also keeps a label whose own penalty lam takes it past tau (they test
+      the mass and penalty of the labels above it); this one does not.
 
     `threshold` may hold one value per class (class-conditional, "Mondrian" sets, tau_y
     for label y). Fit it with `fit_prediction_sets`, or `conformal_quantile` of the
@@ -63,7 +65,7 @@ def prediction_sets(
         k_reg: RAPS only: integer >= 0, top ranks free of penalty.
         lam: RAPS only: penalty >= 0 per rank beyond `k_reg`.
         u: Optional uniforms `(n,)` for the randomized sets (else drawn with `seed`).
-        seed: Integer seed of the uniforms, or None.
+        seed: Integer seed (or a `numpy.random.Generator`) of the uniforms, or None.
 
     Returns:
         A boolean array `(n, k)`: `sets[i, j]` is whether label j is in example i's set.
@@ -106,7 +108,7 @@ def naive_prediction_sets(probabilities, alpha, randomized=True, u=None, seed=No
         alpha: Nominal miscoverage level in (0, 1).
         randomized: Randomize the last label (as the paper's naive baseline) or keep it.
         u: Optional uniforms `(n,)` for the randomized sets.
-        seed: Integer seed of the uniforms, or None.
+        seed: Integer seed (or a `numpy.random.Generator`) of the uniforms, or None.
 
     Returns:
         A boolean array `(n, k)`.
