@@ -150,3 +150,15 @@ def test_mixed_precision_model():
     p = _np(MonteCarloDropout(model, samples=4, seed=0)(_x()))
     assert p.dtype == np.float32
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_dropout_in_a_nested_model_samples_and_weights_are_shared():
+    keras.utils.set_random_seed(0)
+    inner = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8), keras.layers.Dropout(0.5)])
+    inputs = keras.Input((6,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inner(inputs)))
+    mc = MonteCarloDropout(model, samples=1, seed=0)
+    assert np.abs(_np(mc(_x())) - _np(mc(_x()))).max() > 1e-3
+    assert len(mc.trainable_weights) == len(model.trainable_weights)  # shared, not copied
+    inner.layers[0].kernel.assign(np.zeros((6, 8), "float32"))  # the wrapper sees the change
+    np.testing.assert_allclose(_np(mc(_x())), _np(keras.ops.softmax(model(_x()))), atol=1e-6)
