@@ -10,7 +10,8 @@ paper's code does on ImageNet's validation set:
 1. temperature scaling is fitted on the calibration half (`fit_temperature`, as their
    `ConformalModelLogits` does before anything else);
 2. on softmax(z / T): the naive sets (the top labels until their mass reaches 1 - alpha,
-   randomized as theirs), and LAC, APS, RAPS (randomized; RAPS's k_reg and lam chosen on
+   randomized as theirs; also on the network's own softmax(z), without temperature
+   scaling), and LAC, APS, RAPS (randomized; RAPS's k_reg and lam chosen on
    30 % of the calibration half) calibrated with `fit_prediction_sets`, plus APS and RAPS
    not randomized;
 3. coverage and mean set size on the evaluation half.
@@ -45,8 +46,10 @@ import ood_text  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_JSON = ROOT / "notebooks" / "data" / "conformal_20news.json"
 ALPHAS = (0.1, 0.05)
-#: (row name, score, randomized); "naive" is not calibrated.
+#: (row name, score, randomized); the naive sets are not calibrated ("naive": on the
+#: temperature-scaled softmax, as the paper's; "naive_uncalibrated": on the network's own).
 METHODS = (
+    ("naive_uncalibrated", None, True),
     ("naive", None, True),
     ("lac", "lac", False),
     ("aps", "aps", True),
@@ -72,19 +75,23 @@ def test_logits(data, cache, seed=0):
     return logits, labels, record
 
 
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 def one_split(logits, labels, split, alpha):
     """{(name, randomized): (coverage, size, k_reg, lam)} of one random halving."""
     rng = np.random.default_rng(split)
     order = rng.permutation(len(labels))
     cal, test = order[: len(order) // 2], order[len(order) // 2 :]
     temperature = calibration.fit_temperature(logits[cal], labels[cal])
-    z = logits / temperature
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
+    p, raw = _softmax(logits / temperature), _softmax(logits)
     out = {}
     for name, score, randomized in METHODS:
         if score is None:
-            sets = uncertainty.naive_prediction_sets(p[test], alpha, randomized, seed=rng)
+            q = raw if name == "naive_uncalibrated" else p
+            sets = uncertainty.naive_prediction_sets(q[test], alpha, randomized, seed=rng)
             k_reg = lam = 0
         else:
             fitted = uncertainty.fit_prediction_sets(
