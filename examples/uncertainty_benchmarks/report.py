@@ -151,7 +151,7 @@ def conformal_table(rows):
             if row["score"] == "raps":
                 name += f" (k_reg {row['k_reg']}, λ {row['lam']:g})"
             lines.append(
-                f"| {model} | {row['alpha']:g} | {name} | {row['coverage']:.3f} | "
+                f"| {model} | {row['alpha']:g} | {name} | {row['coverage']:.4f} | "
                 f"{row['average_set_size']:.2f} | {100 * row['below_target']:.0f} % |"
             )
     lines.append("")
@@ -199,7 +199,7 @@ def conformal_targets(rows):
                 relation = "<" if ok else ">="
                 lines.append(
                     f"- {'met' if ok else '**not met**'}: {prefix}: the naive sets {what} "
-                    f"under-cover ({naive['coverage']:.3f} {relation} {1 - alpha:.2f})"
+                    f"under-cover ({naive['coverage']:.4f} {relation} {1 - alpha:.2f})"
                 )
             for score, randomized in (("lac", False), ("aps", True), ("raps", True)):
                 row = by[score, randomized, alpha]
@@ -207,7 +207,7 @@ def conformal_targets(rows):
                 ok = low - COVERAGE_TOLERANCE <= row["coverage"] <= high + COVERAGE_TOLERANCE
                 lines.append(
                     f"- {'met' if ok else '**not met**'}: {prefix}: "
-                    f"{METHOD_NAMES[score, randomized]} covers {row['coverage']:.3f}, in "
+                    f"{METHOD_NAMES[score, randomized]} covers {row['coverage']:.4f}, in "
                     f"[{low:.3f}, {high:.4f}] ± {COVERAGE_TOLERANCE}"
                 )
             aps, raps = by["aps", True, alpha], by["raps", True, alpha]
