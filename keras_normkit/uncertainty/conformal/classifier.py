@@ -39,8 +39,8 @@ class ConformalClassifier(keras.Model):
       lam * (o_x(y) - k_reg)+, o the rank of y: APS with a penalty on deep ranks, whose
       sets are much smaller than APS's when the tail of the softmax is noisy. `k_reg` and
       `lam` are given, or chosen on a held-out `tuning_fraction` of the calibration data
-      (as the paper's code does: k_reg the (1 - alpha) quantile of the true label's rank
-      plus 1, lam the value of (0.001, 0.01, 0.1, 0.2, 0.5) with the smallest sets).
+      (as the paper's code does: k_reg the (1 - alpha) quantile of the true label's 0-based
+      rank, plus 1; lam the value of (0.001, 0.01, 0.1, 0.2, 0.5) with the smallest sets).
 
     The threshold tau is the ceil((n + 1)(1 - alpha))-th smallest calibration score
     (`conformal_quantile`): the finite-sample correction the guarantee needs, which the
