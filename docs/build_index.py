@@ -31,6 +31,11 @@ PAGES = [
     ("keras_normkit.schedules", "schedules.md", "learning-rate schedules"),
     ("keras_normkit.callbacks", "callbacks.md", "training callbacks"),
     ("keras_normkit.calibration", "calibration.md", "post-hoc calibration and its measures"),
+    (
+        "keras_normkit.uncertainty",
+        "uncertainty.md",
+        "conformal sets and intervals, OOD scores, MC dropout and ensembles",
+    ),
     ("keras_normkit.metrics", "metrics.md", "streaming Keras metrics"),
     ("keras_normkit.plotting", "plotting.md", "plots (matplotlib)"),
     ("keras_normkit.utils", "utils.md", "batch-norm folding and statistics, averaged weights"),

@@ -13,6 +13,7 @@ from keras_normkit import (
     plotting,
     regularizers,
     schedules,
+    uncertainty,
     utils,
 )
 from keras_normkit.version import __version__
@@ -30,6 +31,7 @@ __all__ = [
     "plotting",
     "regularizers",
     "schedules",
+    "uncertainty",
     "utils",
     "__version__",
 ]

@@ -34,6 +34,7 @@ PUBLIC_MODULES = [
     "keras_normkit.plotting",
     "keras_normkit.regularizers",
     "keras_normkit.schedules",
+    "keras_normkit.uncertainty",
     "keras_normkit.utils",
 ]
 
