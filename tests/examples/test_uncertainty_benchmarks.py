@@ -1,7 +1,7 @@
 """The uncertainty benchmarks (`examples/uncertainty_benchmarks/`): Hendrycks & Gimpel's
 encodings and splits (the notebook's label reading included), the scoring of one seed on a
 tiny network, the conformal splits, the report's targets, and the guide's tables against
-what report.py makes of the committed JSON."""
+what uncertainty_report.py makes of the committed JSON."""
 
 import json
 import os
@@ -24,7 +24,7 @@ def bench():
         import conformal_20news
         import hg_protocol
         import ood_text
-        import report
+        import uncertainty_report as report
 
         yield hg_protocol, ood_text, conformal_20news, report
     finally:
@@ -184,7 +184,7 @@ def test_guide_tables_are_the_committed_json(bench):
     for marker, text in generated.items():
         assert read_block(report.GUIDE, marker) == text, (
             f"the guide's {marker} block is stale: run python "
-            "examples/uncertainty_benchmarks/report.py --write-guide"
+            "examples/uncertainty_benchmarks/uncertainty_report.py --write-guide"
         )
 
 

@@ -3,7 +3,7 @@ targets of the issue met or not; `--write-guide` puts them in
 `docs/guides/when_not_to_trust.md` between their markers (a test checks the guide holds what
 this makes of the committed JSON).
 
-    python examples/uncertainty_benchmarks/report.py --write-guide
+    python examples/uncertainty_benchmarks/uncertainty_report.py --write-guide
 """
 
 import argparse
