@@ -5,11 +5,12 @@
     python benchmarks/bench_torch_recurrent.py --report results.json            # its table
     python benchmarks/bench_torch_recurrent.py --report results.json --write-block  # README
 
-On the PyTorch backend (set by the script), one thread (`torch.set_num_threads(1)`), for
-each length `T` (50 and 200) at B 64, 32 features, 128 units: every contender of `MODELS`
-(our `LayerNormLSTM`, `LayerNormGRU`, `LayerNormSimpleRNN`, `FastWeightsRNN`; Keras's
-`LSTM`, `GRU`, `SimpleRNN`; plain `torch.nn.LSTM`, `GRU`, `RNN` with the same MSE loss on
-the last output and Adam) is measured in two ways:
+On the PyTorch backend (the script sets it when it runs), one thread
+(`torch.set_num_threads(1)`), for each length `T` (50 and 200) at B 64, 32 features, 128
+units: every contender of `MODELS` (our `LayerNormLSTM`, `LayerNormGRU`,
+`LayerNormSimpleRNN`, `FastWeightsRNN`; Keras's `LSTM`, `GRU`, `SimpleRNN`; plain
+`torch.nn.LSTM`, `GRU`, `RNN` with the same MSE loss on the last output and Adam) is
+measured in two ways:
 
 * **launches**: the top-level ATen operations (`torch.profiler`; those no other ATen
   operation called, each a kernel launch on a GPU, views aside) of one train step
@@ -40,8 +41,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-
-os.environ["KERAS_BACKEND"] = "torch"
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -293,10 +292,16 @@ def main(argv=None):
             write_block(ROOT / "benchmarks" / "README.md", "torch-recurrent-table", table)
         print(table)
         return
+    # The backend is set here, not at import: a test process that loads this module keeps its
+    # own backend (and its subprocesses theirs).
+    os.environ["KERAS_BACKEND"] = "torch"
     import keras
     import torch
 
     import keras_normkit
+
+    if keras.backend.backend() != "torch":
+        parser.error(f"Keras was imported with the {keras.backend.backend()} backend; run it alone")
 
     sys.path.insert(0, str(ROOT / "examples"))
     from result_commands import environment_prefix

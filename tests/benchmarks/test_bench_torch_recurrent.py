@@ -68,6 +68,15 @@ def test_quick_run_writes_every_row(tmp_path):
     }
 
 
+def test_loading_the_module_keeps_this_process_backend():
+    """The script sets `KERAS_BACKEND=torch` when it runs, not when it is imported: a test
+    process that loads it (as this file does) keeps its backend, and so do the subprocesses
+    of every later test (notebooks, multi-process runs)."""
+    backend = os.environ["KERAS_BACKEND"]
+    _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+    assert os.environ["KERAS_BACKEND"] == backend
+
+
 def test_targets_read_the_rows():
     rows = [
         {"model": "LayerNormLSTM", "steps": 50, "train_ops_per_step": 33.0},
