@@ -94,6 +94,22 @@ def _step_masks(mask, go_backwards):
     return _time_major(mask.to(torch.bool), go_backwards).unsqueeze(-1).unbind(0)
 
 
+def _loop_spec(mask, go_backwards, zero_output_for_mask, return_sequences, **cell):
+    """What a loop reads besides tensors: the cell's settings `cell` and the `RNN` options."""
+    return {
+        **cell,
+        "masks": _step_masks(mask, go_backwards),
+        "zero_output": bool(zero_output_for_mask),
+        "all_outputs": bool(return_sequences),
+    }
+
+
+def _loop_inputs(sequences, input_mask, go_backwards, dtype):
+    """The inputs `(T, B, F)` in processing order, in `dtype`, dropout mask applied."""
+    x = _time_major(sequences.to(dtype), go_backwards)
+    return x if input_mask is None else x * input_mask.to(dtype)
+
+
 def _norm_sums(grad, normalized, weight_shape):
     """`(sum of grad * normalized, sum of grad)` over every axis but the last: a norm's
     gain and shift gradients, summed over the steps and the batch."""
@@ -146,7 +162,7 @@ class _Masking:
         return d_new, d_old, d_y_prev
 
 
-def _output_grads(d_outputs, steps, all_outputs, masked):
+def _output_grads(d_outputs, steps, all_outputs):
     """The adjoint of each step's output `y_t` from the adjoint of the returned outputs.
 
     With `all_outputs`, `d_outputs` is `(T, B, H)`; else it is the last output's adjoint
@@ -265,7 +281,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         carry_normalized = spec["carry_normalized"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = u.shape[0]
-        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"], spec["masks"] is not None)
+        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         kernel_t = kernel.t()
         per_step = [
             x.unbind(0) for x in (u, mean_h, rstd_h, s, g, c_prev, c_new, mean_c, rstd_c, tc)
@@ -353,14 +369,15 @@ def layer_norm_lstm(
     Returns:
         `(last_output, outputs, [h, c])` as Keras's `backend.rnn` returns them.
     """
-    spec = {
-        "activation": _activation(activation, "activation"),
-        "recurrent_activation": _activation(recurrent_activation, "recurrent_activation"),
-        "carry_normalized": bool(carry_normalized_state),
-        "masks": _step_masks(mask, go_backwards),
-        "zero_output": bool(zero_output_for_mask),
-        "all_outputs": bool(return_sequences),
-    }
+    spec = _loop_spec(
+        mask,
+        go_backwards,
+        zero_output_for_mask,
+        return_sequences,
+        activation=_activation(activation, "activation"),
+        recurrent_activation=_activation(recurrent_activation, "recurrent_activation"),
+        carry_normalized=bool(carry_normalized_state),
+    )
     dtype = _compute_dtype(sequences)
     n = recurrent_kernel.shape[0]
     # [i, f, g, o] -> [i, f, o, g]: one recurrent activation for the first 3H columns.
@@ -374,9 +391,7 @@ def layer_norm_lstm(
     gamma_x, beta_x, eps_x = _norm_args(input_norm)
     gamma_h, beta_h, spec["eps_h"] = _norm_args(recurrent_norm)
     gamma_c, beta_c, spec["eps_c"] = _norm_args(state_norm)
-    x = _time_major(sequences.to(dtype), go_backwards)
-    if input_mask is not None:
-        x = x * input_mask.to(dtype)
+    x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
     shift = gates(beta_x) if bias is None else gates(beta_x) + gates(bias)
     xp = torch.nn.functional.layer_norm(
         torch.matmul(x, gates(kernel)), (4 * n,), gates(gamma_x), shift, eps_x
@@ -473,7 +488,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
         reset_after = spec["reset_after"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = stacked[0].shape[0]
-        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"], spec["masks"] is not None)
+        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         if reset_after:
             h_in, u, mean_h, rstd_h, a_h, zr, candidate, h_prev = stacked
             kernel_t = kernel.t()
@@ -588,14 +603,15 @@ def layer_norm_gru(
     Returns:
         `(last_output, outputs, [h])` as Keras's `backend.rnn` returns them.
     """
-    spec = {
-        "activation": _activation(activation, "activation"),
-        "recurrent_activation": _activation(recurrent_activation, "recurrent_activation"),
-        "reset_after": bool(reset_after),
-        "masks": _step_masks(mask, go_backwards),
-        "zero_output": bool(zero_output_for_mask),
-        "all_outputs": bool(return_sequences),
-    }
+    spec = _loop_spec(
+        mask,
+        go_backwards,
+        zero_output_for_mask,
+        return_sequences,
+        activation=_activation(activation, "activation"),
+        recurrent_activation=_activation(recurrent_activation, "recurrent_activation"),
+        reset_after=bool(reset_after),
+    )
     dtype = _compute_dtype(sequences)
     n = recurrent_kernel.shape[0]
     gamma_x, beta_x, eps_x = _norm_args(input_norm)
@@ -612,9 +628,7 @@ def layer_norm_gru(
             beta_x, beta_h = beta_x + bias[0], beta_h + bias[1]
         else:
             beta_x = beta_x + bias
-    x = _time_major(sequences.to(dtype), go_backwards)
-    if input_mask is not None:
-        x = x * input_mask.to(dtype)
+    x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
     xp = torch.nn.functional.layer_norm(
         torch.matmul(x, kernel.to(dtype)), (3 * n,), gamma_x.to(dtype), beta_x, eps_x
     )
@@ -683,7 +697,7 @@ class _LayerNormSimpleRNNLoop(torch.autograd.Function):
         _, act_grad = spec["activation"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = s.shape[0]
-        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"], spec["masks"] is not None)
+        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         kernel_t = kernel.t()
         per_step = [x.unbind(0) for x in (s, mean, rstd, h_new)]
         d_states, d_y = (d_h,), None
@@ -740,18 +754,17 @@ def layer_norm_simple_rnn(
     Returns:
         `(last_output, outputs, [h])` as Keras's `backend.rnn` returns them.
     """
-    spec = {
-        "activation": _activation(activation, "activation"),
-        "masks": _step_masks(mask, go_backwards),
-        "zero_output": bool(zero_output_for_mask),
-        "all_outputs": bool(return_sequences),
-    }
+    spec = _loop_spec(
+        mask,
+        go_backwards,
+        zero_output_for_mask,
+        return_sequences,
+        activation=_activation(activation, "activation"),
+    )
     dtype = _compute_dtype(sequences)
     gamma, beta, spec["eps"] = _norm_args(norm)
     beta = beta.to(dtype) if bias is None else beta.to(dtype) + bias.to(dtype)
-    x = _time_major(sequences.to(dtype), go_backwards)
-    if input_mask is not None:
-        x = x * input_mask.to(dtype)
+    x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
     result = _run(
         _LayerNormSimpleRNNLoop,
         spec,
@@ -896,7 +909,7 @@ class _FastWeightsLoop(torch.autograd.Function):
         masking = _Masking(masks, spec["zero_output"])
         normalized = gamma is not None
         steps = b.shape[0]
-        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"], masks is not None)
+        d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         kernel_t = kernel.t()
 
         def per_step(x):
@@ -1034,16 +1047,17 @@ def fast_weights_rnn(
             f"The native fast-weights loop trains slower on the CPU at batch {batch} x "
             f"{units} units ({batch * units * units} > {FAST_WEIGHTS_CPU_MAX_VALUES} values)."
         )
-    spec = {
-        "activation": _activation(activation, "activation"),
-        "inner_steps": int(inner_steps),
-        "decay": float(decay),
-        "learning_rate": float(fast_learning_rate),
-        "preliminary": bool(preliminary_layer_norm) and norm is not None,
-        "masks": _step_masks(mask, go_backwards),
-        "zero_output": bool(zero_output_for_mask),
-        "all_outputs": bool(return_sequences),
-    }
+    spec = _loop_spec(
+        mask,
+        go_backwards,
+        zero_output_for_mask,
+        return_sequences,
+        activation=_activation(activation, "activation"),
+        inner_steps=int(inner_steps),
+        decay=float(decay),
+        learning_rate=float(fast_learning_rate),
+        preliminary=bool(preliminary_layer_norm) and norm is not None,
+    )
     dtype = _compute_dtype(sequences)
     n = recurrent_kernel.shape[0]
     gamma = beta = None
@@ -1051,9 +1065,7 @@ def fast_weights_rnn(
     if norm is not None:
         gamma, beta, spec["eps"] = _norm_args(norm)
         gamma, beta = gamma.to(dtype), beta.to(dtype)
-    x = _time_major(sequences.to(dtype), go_backwards)
-    if input_mask is not None:
-        x = x * input_mask.to(dtype)
+    x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
     xp = torch.matmul(x, kernel.to(dtype))
     if bias is not None:
         xp = xp + bias.to(dtype)
