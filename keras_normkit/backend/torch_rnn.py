@@ -251,7 +251,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             tc = act(cn)
             h_new = o * tc
             if record:
-                saved.append((h_in, u, mean_h, rstd_h, s, g, c, c_new, mean_c, rstd_c, tc))
+                saved.append((h_in, u, mean_h, rstd_h, c_new, mean_c, rstd_c, s, g, c, tc))
             (h, c), y = masking.forward(
                 t, (h_new, cn if carry_normalized else c_new), (h, c), h_new, y
             )
@@ -260,34 +260,52 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         outputs = torch.stack(ys) if all_outputs else y
         return (outputs, h, c), saved
 
+    # The saved columns the backward pass reduces over all steps at once (stacked: one copy
+    # each), then those it reads step by step only (kept as they are, no copy).
+    _STACKED = 7
+
     @staticmethod
     def forward(ctx, spec, xp, h0, c0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask):
         result, saved = _LayerNormLSTMLoop.loop(
             spec, xp, h0, c0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, record=True
         )
         ctx.spec = spec
-        stacked = [torch.stack(column) for column in zip(*saved, strict=True)]
-        ctx.save_for_backward(kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked)
+        columns = list(zip(*saved, strict=True))
+        stacked = [torch.stack(c) for c in columns[: _LayerNormLSTMLoop._STACKED]]
+        stepwise = [x for c in columns[_LayerNormLSTMLoop._STACKED :] for x in c]
+        ctx.save_for_backward(kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked, *stepwise)
         return _distinct(result)
 
     @staticmethod
     def backward(ctx, d_outputs, d_h, d_c):
         spec = ctx.spec
-        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked = ctx.saved_tensors
-        h_in, u, mean_h, rstd_h, s, g, c_prev, c_new, mean_c, rstd_c, tc = stacked
+        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *saved = ctx.saved_tensors
+        stacked, stepwise = (
+            saved[: _LayerNormLSTMLoop._STACKED],
+            saved[_LayerNormLSTMLoop._STACKED :],
+        )
+        h_in, u, mean_h, rstd_h, c_new, mean_c, rstd_c = stacked
+        steps = u.shape[0]
+        s, g, c_prev, tc = (stepwise[k * steps : (k + 1) * steps] for k in range(4))
         n = kernel.shape[0]
         _, act_grad = spec["activation"]
         _, gate_grad = spec["recurrent_activation"]
         carry_normalized = spec["carry_normalized"]
         masking = _Masking(spec["masks"], spec["zero_output"])
-        steps = u.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         kernel_t = kernel.t()
         per_step = [
-            x.unbind(0) for x in (u, mean_h, rstd_h, s, g, c_prev, c_new, mean_c, rstd_c, tc)
+            *(x.unbind(0) for x in (u, mean_h, rstd_h)),
+            s,
+            g,
+            c_prev,
+            *(x.unbind(0) for x in (c_new, mean_c, rstd_c)),
+            tc,
         ]
         d_states, d_y = (d_h, d_c), None
-        d_z_all, d_u_all, d_cn_all = [None] * steps, [None] * steps, [None] * steps
+        # The adjoint of the projected inputs, written in place step by step (no stacking).
+        d_z_all = u.new_empty(u.shape)
+        d_u_all, d_cn_all = [None] * steps, [None] * steps
         for t in range(steps - 1, -1, -1):
             u_t, mean_h_t, rstd_h_t, s_t, g_t, c_prev_t, c_t, mean_c_t, rstd_c_t, tc_t = (
                 x[t] for x in per_step
@@ -304,7 +322,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             if not carry_normalized:
                 d_c_new = d_c_new + d_carry
             d_s = gate_grad(torch.cat((d_c_new * g_t, d_c_new * c_prev_t, d_o), 1), s_t)
-            d_z = torch.cat((d_s, act_grad(d_c_new * i, g_t)), 1)
+            d_z = torch.cat((d_s, act_grad(d_c_new * i, g_t)), 1, out=d_z_all[t])
             d_u = aten.native_layer_norm_backward(
                 d_z, u_t, (4 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
             )[0]
@@ -315,8 +333,8 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             if d_old is not None:
                 d_h_prev, d_c_prev = d_h_prev + d_old[0], d_c_prev + d_old[1]
             d_states = (d_h_prev, d_c_prev)
-            d_z_all[t], d_u_all[t], d_cn_all[t] = d_z, d_u, d_cn
-        d_z, d_u, d_cn = torch.stack(d_z_all), torch.stack(d_u_all), torch.stack(d_cn_all)
+            d_u_all[t], d_cn_all[t] = d_u, d_cn
+        d_z, d_u, d_cn = d_z_all, torch.stack(d_u_all), torch.stack(d_cn_all)
         d_kernel = torch.mm(h_in.reshape(-1, n).t(), d_u.reshape(-1, 4 * n))
         d_gamma_h, d_beta_h = _norm_sums(d_z, _normalized(u, mean_h, rstd_h), 4 * n)
         d_gamma_c, d_beta_c = _norm_sums(d_cn, _normalized(c_new, mean_c, rstd_c), n)
