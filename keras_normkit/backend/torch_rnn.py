@@ -219,6 +219,12 @@ def _finish(result, all_outputs):
 # --------------------------------------------------------------------------------------
 
 
+# The LSTM loop's saved columns that the backward pass reduces over all steps at once
+# (stacked: one copy each) come first; those it reads step by step only follow, kept as they
+# are (no copy).
+_LSTM_STACKED = 7
+
+
 class _LayerNormLSTMLoop(torch.autograd.Function):
     """The recurrence of the layer-normalized LSTM over `(T, B, 4H)` projected inputs.
 
@@ -260,10 +266,6 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         outputs = torch.stack(ys) if all_outputs else y
         return (outputs, h, c), saved
 
-    # The saved columns the backward pass reduces over all steps at once (stacked: one copy
-    # each), then those it reads step by step only (kept as they are, no copy).
-    _STACKED = 7
-
     @staticmethod
     def forward(ctx, spec, xp, h0, c0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask):
         result, saved = _LayerNormLSTMLoop.loop(
@@ -271,8 +273,8 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         )
         ctx.spec = spec
         columns = list(zip(*saved, strict=True))
-        stacked = [torch.stack(c) for c in columns[: _LayerNormLSTMLoop._STACKED]]
-        stepwise = [x for c in columns[_LayerNormLSTMLoop._STACKED :] for x in c]
+        stacked = [torch.stack(c) for c in columns[:_LSTM_STACKED]]
+        stepwise = [x for c in columns[_LSTM_STACKED:] for x in c]
         ctx.save_for_backward(kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked, *stepwise)
         return _distinct(result)
 
@@ -281,8 +283,8 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         spec = ctx.spec
         kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *saved = ctx.saved_tensors
         stacked, stepwise = (
-            saved[: _LayerNormLSTMLoop._STACKED],
-            saved[_LayerNormLSTMLoop._STACKED :],
+            saved[:_LSTM_STACKED],
+            saved[_LSTM_STACKED:],
         )
         h_in, u, mean_h, rstd_h, c_new, mean_c, rstd_c = stacked
         steps = u.shape[0]
