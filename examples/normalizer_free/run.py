@@ -115,11 +115,10 @@ def channel_statistics(h):
 
 
 def signal(args, command):
-    import keras
-    import numpy as np
-
     import data
+    import keras
     import models
+    import numpy as np
 
     x_train = data.load(args.data)[0][:SIGNAL_BATCH]
     expected = models.expected_variances(SIGNAL_WIDTHS, SIGNAL_DEPTHS, ALPHA)
@@ -173,6 +172,7 @@ def train(args, command):
         torch.set_num_threads(args.threads)
     import data
     import models
+
     from keras_normkit.optimizers import AdaptiveGradientClipping
 
     x_train, y_train, x_test, y_test = data.load(args.data)
