@@ -71,17 +71,18 @@ def _command(argv):
     return f"KERAS_BACKEND={backend} PYTHONHASHSEED=0 python examples/normalizer_free/run.py {args}"
 
 
-def _strip_data(argv):
-    """`argv` without `--data PATH` / `--data=PATH` (a machine's path is not part of a row)."""
+def _strip_paths(argv):
+    """`argv` without `--data PATH` and `--output PATH` (a machine's paths are not part of
+    a row's command)."""
     out, skip = [], False
     for a in argv:
         if skip:
             skip = False
             continue
-        if a == "--data":
+        if a in ("--data", "--output"):
             skip = True
             continue
-        if a.startswith("--data="):
+        if a.startswith(("--data=", "--output=")):
             continue
         out.append(a)
     return out
@@ -276,7 +277,7 @@ def main(argv=None):
     args = parse(argv)
     _limit_threads(args.threads)
     sys.path.insert(0, str(HERE))
-    command = _command(_strip_data(argv))
+    command = _command(_strip_paths(argv))
     if args.what == "signal":
         signal(args, command)
     else:

@@ -102,10 +102,14 @@ class NFResidual(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        scaled = ops.multiply(inputs, ops.cast(1.0 / self.beta, inputs.dtype))
-        residual = self.branch(scaled, training=training)
-        skip = inputs if self.shortcut is None else self.shortcut(scaled, training=training)
-        return ops.add(skip, ops.multiply(residual, ops.cast(self.alpha, residual.dtype)))
+        dtype = self.compute_dtype
+        inputs = ops.cast(inputs, dtype)
+        scaled = ops.multiply(inputs, ops.cast(1.0 / self.beta, dtype))
+        residual = ops.cast(self.branch(scaled, training=training), dtype)
+        skip = inputs
+        if self.shortcut is not None:
+            skip = ops.cast(self.shortcut(scaled, training=training), dtype)
+        return ops.add(skip, ops.multiply(residual, ops.cast(self.alpha, dtype)))
 
     def compute_output_shape(self, input_shape):
         return self.branch.compute_output_shape(input_shape)

@@ -177,7 +177,7 @@ class WeightStandardization(keras.layers.Wrapper):
         return convolve(
             inputs,
             kernel,
-            strides=list(layer.strides),
+            strides=tuple(layer.strides),
             padding=padding,
             dilation_rate=layer.dilation_rate,
             data_format=layer.data_format,

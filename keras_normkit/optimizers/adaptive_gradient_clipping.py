@@ -199,7 +199,9 @@ class AdaptiveGradientClipping(keras.optimizers.Optimizer):
                 f"To call `stateless_apply`, {self.__class__.__name__} must be built (its "
                 "variables created). Build it with `optimizer.build(trainable_variables)`."
             )
-        own = list(optimizer_variables[: len(self._variables)])
+        # Values, not variables: a LossScaleOptimizer around this one passes its variables
+        # (inside its own stateless scope), and a traced branch must return arrays.
+        own = [ops.convert_to_tensor(v) for v in optimizer_variables[: len(self._variables)]]
         inner = list(optimizer_variables[len(self._variables) :])
         clipped = self.clip_gradients(list(grads), list(trainable_variables))
         new_trainable, new_inner = self.inner_optimizer.stateless_apply(
