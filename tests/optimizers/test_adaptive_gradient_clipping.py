@@ -59,7 +59,9 @@ def test_step_matches_numpy(clipping, eps):
     for p, g, n in zip(params, grads, new, strict=True):
         np.testing.assert_allclose(n, p - np_agc(g, p, clipping, eps), atol=1e-6)
     # The test is not vacuous: some units are clipped and some are not.
-    clipped = [not np.allclose(np_agc(g, p, clipping, eps), g) for p, g in zip(params, grads)]
+    clipped = [
+        not np.allclose(np_agc(g, p, clipping, eps), g) for p, g in zip(params, grads, strict=True)
+    ]
     assert any(clipped) and not all(clipped)
 
 
