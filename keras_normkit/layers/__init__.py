@@ -4,6 +4,7 @@ from keras_normkit.layers.alpha_dropout import AlphaDropout
 from keras_normkit.layers.convex_combination import ConvexCombination
 from keras_normkit.layers.fast_weights import FastWeightsRNN, FastWeightsRNNCell
 from keras_normkit.layers.filter_response_normalization import TLU, FilterResponseNormalization
+from keras_normkit.layers.ghost_batch_normalization import GhostBatchNormalization
 from keras_normkit.layers.layer_norm_gru import LayerNormGRU, LayerNormGRUCell
 from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM, LayerNormLSTMCell
 from keras_normkit.layers.layer_norm_simple_rnn import LayerNormSimpleRNN, LayerNormSimpleRNNCell
@@ -36,6 +37,7 @@ __all__ = [
     "WeightStandardization",
     "SkipInit",
     "NFResidual",
+    "GhostBatchNormalization",
     "PositionEncoding",
     "FilterResponseNormalization",
     "TLU",
