@@ -8,6 +8,7 @@ from keras_normkit.callbacks.gradient_statistics import GradientStatistics
 from keras_normkit.callbacks.learning_rate import LearningRateMonitor, ReduceLROnPlateau
 from keras_normkit.callbacks.stateful import StatefulCallback
 from keras_normkit.callbacks.stochastic_weight_averaging import StochasticWeightAveraging
+from keras_normkit.callbacks.time_stopping import TimeStopping
 
 __all__ = [
     "ActivationStatistics",
@@ -19,4 +20,5 @@ __all__ = [
     "ReduceLROnPlateau",
     "StatefulCallback",
     "StochasticWeightAveraging",
+    "TimeStopping",
 ]
