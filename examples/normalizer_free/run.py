@@ -12,11 +12,11 @@ it (run with `KERAS_BACKEND=jax PYTHONHASHSEED=0`, as recorded; one thread, `--t
   channels of the squared channel mean and of the channel variance at the end of every
   residual block (Brock et al. 2021a, Figs. 1-2) of the batch-norm ResNet (its BNs use the
   batch's statistics, as in training), the NF-ResNet with scaled weight standardization and
-  the same net with neither (`models.py`); the NF rows carry the analytic variance
+  the same net with neither (`nf_models.py`); the NF rows carry the analytic variance
   `1 + k alpha^2`. Rows: `{"experiment": "signal", "model", "block", "stage",
   "squared_mean", "variance", "expected_variance", "command"}`.
 * `train`: SGD with Nesterov momentum 0.9, a cosine decay of the rate after one epoch of
-  linear warm-up, on the fixed 8,000 training images (`data.py`), then the accuracy on the
+  linear warm-up, on the fixed 8,000 training images (`mnist10k.py`), then the accuracy on the
   2,000 test images. `--agc CLIPPING` wraps the optimizer in
   `keras_normkit.optimizers.AdaptiveGradientClipping` (the classifier excluded). A run whose
   loss becomes non-finite is recorded as diverged, with the epoch. Rows:
@@ -116,13 +116,13 @@ def channel_statistics(h):
 
 
 def signal(args, command):
-    import data
     import keras
-    import models
+    import mnist10k
+    import nf_models
     import numpy as np
 
-    x_train = data.load(args.data)[0][:SIGNAL_BATCH]
-    expected = models.expected_variances(SIGNAL_WIDTHS, SIGNAL_DEPTHS, ALPHA)
+    x_train = mnist10k.load(args.data)[0][:SIGNAL_BATCH]
+    expected = nf_models.expected_variances(SIGNAL_WIDTHS, SIGNAL_DEPTHS, ALPHA)
     stages = [s for s, d in enumerate(SIGNAL_DEPTHS) for _ in range(d)]
     rows = []
     for name in ("bn_resnet", "nf_resnet", "plain_resnet"):
@@ -132,8 +132,8 @@ def signal(args, command):
             kwargs = {"widths": SIGNAL_WIDTHS, "depths": SIGNAL_DEPTHS}
             if name != "bn_resnet":
                 kwargs["alpha"] = ALPHA
-            model = models.BUILDERS[name](**kwargs)
-            probe = keras.Model(model.input, models.block_outputs(model))
+            model = nf_models.BUILDERS[name](**kwargs)
+            probe = keras.Model(model.input, nf_models.block_outputs(model))
             # The batch-norm net normalizes with the batch's statistics, as in training.
             outputs = probe(x_train, training=name == "bn_resnet")
             statistics.append([channel_statistics(keras.ops.convert_to_numpy(h)) for h in outputs])
@@ -171,17 +171,17 @@ def train(args, command):
         import torch
 
         torch.set_num_threads(args.threads)
-    import data
-    import models
+    import mnist10k
+    import nf_models
 
     from keras_normkit.optimizers import AdaptiveGradientClipping
 
-    x_train, y_train, x_test, y_test = data.load(args.data)
+    x_train, y_train, x_test, y_test = mnist10k.load(args.data)
     keras.utils.set_random_seed(args.seed)
     kwargs = {"widths": TRAIN_WIDTHS, "depths": TRAIN_DEPTHS}
     if args.model != "bn_resnet":
         kwargs["alpha"] = ALPHA
-    model = models.BUILDERS[args.model](**kwargs)
+    model = nf_models.BUILDERS[args.model](**kwargs)
     steps_per_epoch = math.ceil(len(x_train) / args.batch_size)
     total = steps_per_epoch * args.epochs
     schedule = keras.optimizers.schedules.CosineDecay(

@@ -1,6 +1,6 @@
 """mnist-10k: the 10,000 MNIST test images (28x28, IDX format, gzip), split 8,000 / 2,000.
 
-    python examples/normalizer_free/data.py --data DIR
+    python examples/normalizer_free/mnist10k.py --data DIR
 
 `DIR` (or the environment variable `NORMKIT_MNIST10K_DATA`) holds
 `t10k-images-idx3-ubyte.gz` and `t10k-labels-idx1-ubyte.gz`, the original files. Only the
