@@ -82,6 +82,7 @@ _CASES = [
     ("conv1d", lambda: keras.layers.Conv1D(3, 3, padding="causal", dilation_rate=2), (2, 7, 2)),
     ("conv2d", lambda: keras.layers.Conv2D(3, 2, strides=2, activation="relu"), (2, 6, 6, 2)),
     ("conv3d", lambda: keras.layers.Conv3D(2, 2, padding="same"), (2, 4, 4, 4, 3)),
+    ("conv2d_groups", lambda: keras.layers.Conv2D(6, 3, groups=2), (2, 5, 5, 4)),
     ("depthwise1d", lambda: keras.layers.DepthwiseConv1D(3, depth_multiplier=2), (2, 7, 3)),
     ("depthwise2d", lambda: keras.layers.DepthwiseConv2D(2, padding="same"), (2, 5, 5, 3)),
 ]
