@@ -155,3 +155,28 @@ def test_bad_arguments_and_optimizers():
         model.compile(optimizer, "mse")
         with pytest.raises(ValueError, match=message):
             model.fit(x, y, verbose=0, callbacks=[MomentumSchedule(OneCycle(0.1, 10))])
+
+
+def test_resumed_by_backup_and_restore(tmp_path):
+    """Interrupted after epoch 1, resumed by a new model and callbacks: the weights equal the
+    uninterrupted run's (the schedule continues from the optimizer's restored step)."""
+    from keras_normkit.callbacks import BackupAndRestore
+    from tests.callbacks.interrupt import Interrupt
+
+    x, y = _data()
+    schedule = OneCycle(**SCHEDULE, base_momentum=0.5, max_momentum=0.95)
+
+    def fit(callbacks):
+        model = _model()
+        model.compile(keras.optimizers.SGD(schedule, momentum=0.9), "mse")
+        model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0,
+                  callbacks=[MomentumSchedule(schedule), *callbacks])  # fmt: skip
+        return model
+
+    whole = fit([])
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="Interrupting"):
+        fit([BackupAndRestore(backup), Interrupt(1)])
+    resumed = fit([BackupAndRestore(backup)])
+    for a, b in zip(resumed.get_weights(), whole.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
