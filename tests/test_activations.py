@@ -282,6 +282,10 @@ class TestActivationGain:
         expected = math.sqrt(2.0 / (1.0 - 1.0 / math.pi))
         assert activations.activation_gain("relu") == pytest.approx(expected, rel=1e-7)
         assert activations.activation_gain(keras.layers.ReLU()) == pytest.approx(expected, rel=1e-7)
+        from keras_normkit.layers import TLU
+
+        # Our TLU, max(x, tau), is a ReLU at initialization (tau = 0).
+        assert activations.activation_gain(TLU()) == pytest.approx(expected, rel=1e-7)
 
     def test_identity_and_none(self):
         assert activations.activation_gain(None) == 1.0

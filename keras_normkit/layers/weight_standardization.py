@@ -99,8 +99,10 @@ class WeightStandardization(keras.layers.Wrapper):
             Default: `True`.
         activation: The nonlinearity whose output this layer receives (`None`: a linear
             input, `gamma = 1`): the name of a Keras activation, a function or an
-            activation layer (e.g. `keras_normkit.layers.SELU(fixed_point)`). Only its
-            gain is used; this layer does not apply it.
+            activation layer (e.g. `keras_normkit.layers.SELU(fixed_point)` for a SELU at
+            any fixed point). Only its gain is used; this layer does not apply it. It is
+            saved in the config: give a name, a registered function or a layer (a
+            `functools.partial` or a lambda does not save).
         epsilon: Float > 0, the lower bound of `N * var`. Default: `1e-4`.
         **kwargs: Base layer keyword arguments, such as `name` and `dtype`.
 
