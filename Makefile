@@ -36,27 +36,33 @@ $(VENV)/.installed-dev: $(BIN)/python setup.cfg pyproject.toml
 demo: $(VENV)/.installed-examples
 	$(BIN)/python examples/quickstart.py
 
-# The fast suite, docstring examples (tests/test_docstrings.py) included.
+# The fast suite, docstring examples (tests/test_docstrings.py) included. `SUITE` selects
+# the backend suite for the oldest Keras (below).
+SUITE ?=
 test: $(VENV)/.installed-dev
-	$(PYTEST) -m "not slow"
+	$(PYTEST) $(SUITE) -m "not slow"
 
-# The same files on the other backends: tests marked `requires_tensorflow` (and, on PyTorch,
-# `requires_xla`) skip themselves there (tests/conftest.py); nothing is selected by file list.
-# JAX runs the suite in four pytest runs (every file still runs once): a single JAX process
-# that had run ~500 tests segfaulted inside XLA compilation twice (once in test_linear_scan,
-# once in test_constraints; each file passes on its own). The jax2tf export tests, which load
+# The other backends run the *backend suite* (CONTRIBUTING.md, "The CI matrix";
+# tests/conftest.py): every test of keras_normkit's own code, without the backend-independent
+# tests of scripts, documents and benchmarks (which run on TensorFlow), but for one
+# end-to-end example. Tests marked `requires_tensorflow` (and, on PyTorch, `requires_xla`)
+# skip themselves there.
+BACKEND_SUITE := --backend-suite
+# JAX runs it in four pytest runs (every file still runs once): a single JAX process that
+# had run ~500 tests segfaulted inside XLA compilation twice (once in test_linear_scan, once
+# in test_constraints; each file passes on its own). The jax2tf export tests, which load
 # TensorFlow into the JAX process, run apart.
 JAX_SPLIT := tests/layers tests/ops tests/backend tests/callbacks tests/calibration
 test-jax: $(VENV)/.installed-dev
-	KERAS_BACKEND=jax $(PYTEST) -m "not slow" -k "not jax_export" tests/layers
-	KERAS_BACKEND=jax $(PYTEST) -m "not slow" -k "not jax_export" tests/ops tests/backend tests/callbacks tests/calibration
-	KERAS_BACKEND=jax $(PYTEST) -m "not slow" -k "not jax_export" tests $(addprefix --ignore=,$(JAX_SPLIT))
-	KERAS_BACKEND=jax $(PYTEST) -m "not slow" -k "jax_export"
+	KERAS_BACKEND=jax $(PYTEST) $(BACKEND_SUITE) -m "not slow" -k "not jax_export" tests/layers
+	KERAS_BACKEND=jax $(PYTEST) $(BACKEND_SUITE) -m "not slow" -k "not jax_export" tests/ops tests/backend tests/callbacks tests/calibration
+	KERAS_BACKEND=jax $(PYTEST) $(BACKEND_SUITE) -m "not slow" -k "not jax_export" tests $(addprefix --ignore=,$(JAX_SPLIT))
+	KERAS_BACKEND=jax $(PYTEST) $(BACKEND_SUITE) -m "not slow" -k "jax_export"
 
 test-torch: $(VENV)/.installed-dev
-	KERAS_BACKEND=torch $(PYTEST) -m "not slow"
+	KERAS_BACKEND=torch $(PYTEST) $(BACKEND_SUITE) -m "not slow"
 
-# The fast suite against the oldest Keras we support (keras 3.10 with TensorFlow 2.20, the
+# The backend suite against the oldest Keras we support (keras 3.10 with TensorFlow 2.20, the
 # newest TensorFlow that accepts it), in its own venv. `make keras-min-venv` only installs it
 # (.ci/run does that in the background while other tests run).
 KERAS_MIN_VENV := .venv-keras-min
@@ -66,7 +72,7 @@ keras-min-venv:
 	$(KERAS_MIN_VENV)/bin/python -c "import keras; assert keras.__version__.startswith('3.10'), keras.__version__"
 
 test-keras-min: keras-min-venv
-	$(MAKE) test VENV=$(KERAS_MIN_VENV) PIP_ARGS="$(KERAS_MIN_PIP)"
+	$(MAKE) test VENV=$(KERAS_MIN_VENV) PIP_ARGS="$(KERAS_MIN_PIP)" SUITE="$(BACKEND_SUITE)"
 
 # The layers, engines and backend code against keras-nightly (TensorFlow backend), in its own
 # venv: a Keras release that changes what we rely on fails here before users see it. The venv

@@ -32,7 +32,9 @@ that the run ends within about 8 minutes; the cases not reached are in the JSON 
 8 units), one size per pair and few repeats: it checks that everything runs and that the
 JSON is whole, it measures nothing (`tests/benchmarks/test_accelerator.py` runs it).
 
-The JSON (`--json PATH`): `schema` (1), `quick`, `started_utc`, `wall_s`, `settings` (the
+The JSON (`--json PATH`): `schema` (1), `command` (the command line without `--json`, after
+the variables of `examples/result_commands.py` that were set; without `KERAS_BACKEND`, which
+the script sets in each backend's process), `quick`, `started_utc`, `wall_s`, `settings` (the
 timing protocol and every case planned), and per backend `ok`, `error` (the end of the
 subprocess's stderr if it failed), `keras` and `keras_normkit` (versions), `device` (a dict)
 and `cases`: one entry per (pair, call, B, T) with `ours_s` and `theirs_s` (seconds, best
@@ -42,7 +44,8 @@ models of every pair instead of Keras's default (`settings.jit_compile` records 
 
 `--report PATH` prints the Markdown table of a JSON (`markdown_table`): one row per case,
 each backend's times (ours / Keras's, milliseconds) and ratio; `benchmarks/README.md`
-holds that table for every recorded run, and a test checks it against the JSON.
+holds that table of the recorded run between `<!-- accelerator-table -->` markers, and a
+test checks it against the JSON.
 """
 
 import argparse
@@ -51,6 +54,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -343,6 +347,19 @@ def markdown_table(report):
     return "\n".join(lines)
 
 
+def _without_json(argv):
+    """`argv` less `--json PATH` (the recorded command names no output file)."""
+    out, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--json":
+            skip = True
+        elif not word.startswith("--json="):
+            out.append(word)
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", required=False, help="where to write the results")
@@ -378,9 +395,16 @@ def main(argv=None):
     if unknown:
         parser.error(f"--backends: unknown {unknown}; known: {list(BACKENDS)}")
     started = time.time()
+    sys.path.insert(0, str(ROOT / "examples"))
+    from result_commands import variables_prefix
+
+    words = [variables_prefix(), "python", "benchmarks/accelerator.py"]
+    words += [shlex.quote(w) for w in _without_json(sys.argv[1:] if argv is None else argv)]
     report = {
         "schema": SCHEMA,
         "script": "benchmarks/accelerator.py",
+        # Without KERAS_BACKEND: each backend of `--backends` runs in a process of its own.
+        "command": " ".join(w for w in words if w),
         "quick": args.quick,
         "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "settings": {

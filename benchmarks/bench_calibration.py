@@ -1,4 +1,4 @@
-"""Calibration benchmark (one run; see benchmarks/README.md).
+"""Calibration benchmark: ours against scikit-learn and NumPy (one run).
 
 1. `fit_temperature` on 50,000 x 100 float32 logits vs scikit-learn's temperature scaling
    (`sklearn.calibration._TemperatureScaling`, what `CalibratedClassifierCV(method=
@@ -16,9 +16,14 @@
    of the fitted maps.
 
     .venv/bin/python benchmarks/bench_calibration.py                # sections 1 and 2
-    .venv/bin/python benchmarks/bench_calibration.py --section nonparametric
+    .venv/bin/python benchmarks/bench_calibration.py --section nonparametric [--json PATH]
+    .venv/bin/python benchmarks/bench_calibration.py --report PATH [--write-block]  # tables
+
+`--json` records the run, `--report` prints the tables of recorded runs
+(`benchmarks/_results.py`).
 """
 
+import argparse
 import os
 import subprocess
 import sys
@@ -27,9 +32,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np
+from _results import Recorder, add_arguments, reported
 from _timing import interleaved, median, minimum
 
 BUDGET = 64 * 2**20
+SCRIPT = "benchmarks/bench_calibration.py"
 
 
 def softmax(z):
@@ -43,29 +50,43 @@ def best_of(fn, repeats=3):
     return stats["fn"][1], results["fn"]
 
 
-def bench_fit_temperature():
+def bench_fit_temperature(recorder, n=50_000):
     from sklearn.calibration import _TemperatureScaling
 
     from keras_normkit.calibration import fit_temperature
 
     rng = np.random.default_rng(0)
-    z = rng.normal(size=(50_000, 100)) * 2
+    z = rng.normal(size=(n, 100)) * 2
     y = (softmax(z).cumsum(axis=1) > rng.random((len(z), 1))).argmax(axis=1)
     logits = (2.5 * z).astype(np.float32)
-    ours_time, ours = best_of(lambda: fit_temperature(logits, y))
+    ours_time, ours = best_of(lambda: fit_temperature(logits, y).temperature)
     theirs_time, fitted = best_of(lambda: _TemperatureScaling().fit(logits, y))
     theirs = 1.0 / float(fitted.beta_)
     # Reference T: scikit-learn in float64 (its float32 run is limited by float32 losses).
     reference = 1.0 / float(_TemperatureScaling().fit(logits.astype(np.float64), y).beta_)
-    print("fit_temperature, 50,000 x 100 float32 logits (best of 3)")
-    print(f"  keras_normkit.fit_temperature: {ours_time * 1e3:8.1f} ms   T = {ours:.7f}")
-    print(f"  sklearn _TemperatureScaling:   {theirs_time * 1e3:8.1f} ms   T = {theirs:.7f}")
-    print(f"  sklearn on float64 logits (reference, not timed):   T = {reference:.7f}")
-    print(
-        f"  ratio ours/theirs = {ours_time / theirs_time:.3f} "
-        f"(speed-up {theirs_time / ours_time:.1f}x); |dT|/T vs sklearn float32 = "
-        f"{abs(ours - theirs) / theirs:.1e}, vs float64 reference = "
-        f"{abs(ours - reference) / reference:.1e}"
+    recorder.table(
+        "temperature",
+        f"fit_temperature, {n:,} x 100 float32 logits (best of 3)",
+        [
+            ("implementation", ""),
+            ("time (ms)", ".1f"),
+            ("ratio ours / theirs", ".3f"),
+            ("T", ".7f"),
+            ("|ΔT| / T vs float64 reference", ".1e"),
+        ],
+    )
+    gap = abs(ours - reference) / reference
+    ratio = ours_time / theirs_time
+    recorder.row("temperature", "keras_normkit fit_temperature", 1e3 * ours_time, ratio, ours, gap)
+    gap = abs(theirs - reference) / reference
+    recorder.row("temperature", "sklearn _TemperatureScaling", 1e3 * theirs_time, 1.0, theirs, gap)
+    recorder.row(
+        "temperature",
+        "sklearn on float64 logits (reference, not timed)",
+        None,
+        None,
+        reference,
+        0.0,
     )
 
 
@@ -117,14 +138,20 @@ def memory_child(num_examples):
     )
 
 
-def bench_memory():
-    print(
-        f"\nTemperatureScaling.calibrate on a tf.data.Dataset, max_memory_bytes = {BUDGET >> 20}"
-        " MiB, batch 10,000 x 100 float32 (3.8 MiB)"
-    )
-    print(
-        f"  {'N':>9} {'time s':>7} {'NumPy peak MiB':>15} {'RSS before MiB':>15} "
-        f"{'peak RSS MiB':>13} {'logits MiB':>11} {'T':>7}"
+def bench_memory(recorder):
+    recorder.table(
+        "memory",
+        f"TemperatureScaling.calibrate on a tf.data.Dataset, max_memory_bytes = {BUDGET >> 20} "
+        "MiB, batches of 10,000 x 100 float32 (3.8 MiB), a fresh process each",
+        [
+            ("N", ""),
+            ("logits (MiB)", ".0f"),
+            ("time (s)", ".1f"),
+            ("NumPy peak (MiB)", ".1f"),
+            ("RSS before (MiB)", ".0f"),
+            ("peak RSS (MiB)", ".0f"),
+            ("T", ".4f"),
+        ],
     )
     for n in (500_000, 2_000_000):
         out = subprocess.run(
@@ -134,10 +161,8 @@ def bench_memory():
             text=True,
         ).stdout.split()
         n_, elapsed, peak, rss0, rss1, temperature = out[-6:]
-        print(
-            f"  {int(n_):>9} {elapsed:>7} {peak:>15} {rss0:>15} {rss1:>13} "
-            f"{int(n_) * 400 / 2**20:>11.0f} {temperature:>7}"
-        )
+        row = [float(v) for v in (elapsed, peak, rss0, rss1, temperature)]
+        recorder.row("memory", int(n_), int(n_) * 400 / 2**20, *row)
 
 
 def median_and_best(functions, rounds=5):
@@ -165,7 +190,7 @@ def binning_reference(p, y, num_bins, strategy):
     return np.array(values)
 
 
-def bench_nonparametric(n=1_000_000):
+def bench_nonparametric(recorder, n=1_000_000):
     from sklearn.calibration import calibration_curve
     from sklearn.isotonic import IsotonicRegression
 
@@ -176,7 +201,20 @@ def bench_nonparametric(n=1_000_000):
     y = (rng.random(n) < p**2).astype(np.int64)  # over-confident scores: P(y=1) = p^2
     grid = np.linspace(0, 1, 100_001)
 
-    print(f"Isotonic calibration, {n:,} binary scores (5 interleaved rounds)")
+    recorder.table(
+        "nonparametric",
+        f"Fits on {n:,} binary scores (5 interleaved rounds)",
+        [
+            ("fit", ""),
+            ("ours median (ms)", ".1f"),
+            ("ours best (ms)", ".1f"),
+            ("reference", ""),
+            ("reference median (ms)", ".1f"),
+            ("reference best (ms)", ".1f"),
+            ("ratio (medians)", ".2f"),
+            ("largest difference", ".1e"),
+        ],
+    )
     stats, fitted = median_and_best(
         {
             "ours": lambda: fit_isotonic_calibration(p, y),
@@ -185,21 +223,19 @@ def bench_nonparametric(n=1_000_000):
     )
     gap = np.abs(fitted["ours"].predict(grid) - fitted["sklearn"].predict(grid)).max()
     ours, theirs = stats["ours"], stats["sklearn"]
-    print(
-        f"  keras_normkit.fit_isotonic_calibration: median {ours[0] * 1e3:8.1f} ms, best "
-        f"{ours[1] * 1e3:8.1f} ms, {len(fitted['ours'].x_thresholds[0])} thresholds"
-    )
-    print(
-        f"  sklearn IsotonicRegression.fit:         median {theirs[0] * 1e3:8.1f} ms, best "
-        f"{theirs[1] * 1e3:8.1f} ms, {len(fitted['sklearn'].X_thresholds_)} thresholds"
-    )
-    print(
-        f"  ratio ours/theirs (median) = {ours[0] / theirs[0]:.2f}; largest |difference| of "
-        f"the maps on 100,001 points = {gap:.1e}"
+    recorder.row(
+        "nonparametric",
+        f"fit_isotonic_calibration ({len(fitted['ours'].x_thresholds[0])} thresholds)",
+        1e3 * ours[0],
+        1e3 * ours[1],
+        f"IsotonicRegression.fit ({len(fitted['sklearn'].X_thresholds_)} thresholds)",
+        1e3 * theirs[0],
+        1e3 * theirs[1],
+        ours[0] / theirs[0],
+        float(gap),
     )
 
     for strategy in ("uniform", "quantile"):
-        print(f"\nHistogram binning, 15 {strategy} bins, {n:,} binary scores (5 rounds)")
         stats, fitted = median_and_best(
             {
                 "ours": lambda s=strategy: fit_histogram_binning(p, y, 15, s),
@@ -207,36 +243,49 @@ def bench_nonparametric(n=1_000_000):
                 "curve": lambda s=strategy: calibration_curve(y, p, n_bins=15, strategy=s),
             }
         )
-        gap = max(
-            np.abs(fitted["ours"].values[0] - fitted["numpy"]).max(),
-            np.abs(fitted["ours"].values[0] - fitted["curve"][0]).max(),
-        )
-        for name, label in (
-            ("ours", "keras_normkit.fit_histogram_binning"),
-            ("numpy", "NumPy reference (a mask per bin)  "),
-            ("curve", "sklearn calibration_curve         "),
+        ours = stats["ours"]
+        for name, label, values in (
+            ("numpy", "NumPy (a mask per bin)", fitted["numpy"]),
+            ("curve", "sklearn calibration_curve", fitted["curve"][0]),
         ):
-            median, best = stats[name]
-            print(f"  {label}: median {median * 1e3:7.1f} ms, best {best * 1e3:7.1f} ms")
-        print(
-            f"  ratio ours/NumPy reference = {stats['ours'][0] / stats['numpy'][0]:.2f}, "
-            f"ours/calibration_curve = {stats['ours'][0] / stats['curve'][0]:.2f} (medians); "
-            f"largest |difference| of the bin values = {gap:.1e}"
-        )
+            gap = np.abs(fitted["ours"].values[0] - values).max()
+            recorder.row(
+                "nonparametric",
+                f"fit_histogram_binning, 15 {strategy} bins",
+                1e3 * ours[0],
+                1e3 * ours[1],
+                label,
+                1e3 * stats[name][0],
+                1e3 * stats[name][1],
+                ours[0] / stats[name][0],
+                float(gap),
+            )
+
+
+SECTIONS = {
+    "temperature": bench_fit_temperature,
+    "memory": bench_memory,
+    "nonparametric": bench_nonparametric,
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--section", choices=list(SECTIONS), default=None, help="one section (default: 1 and 2)"
+    )
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.memory_child is not None:
+        memory_child(args.memory_child)
+        return
+    if reported(args, SCRIPT):
+        return
+    recorder = Recorder(SCRIPT, sys.argv[1:] if argv is None else argv, args.json)
+    for section in [args.section] if args.section else ["temperature", "memory"]:
+        SECTIONS[section](recorder)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--memory-child":
-        memory_child(int(sys.argv[2]))
-    elif len(sys.argv) == 3 and sys.argv[1] == "--section":
-        sections = {
-            "temperature": bench_fit_temperature,
-            "memory": bench_memory,
-            "nonparametric": bench_nonparametric,
-        }
-        if sys.argv[2] not in sections:
-            sys.exit(f"--section must be one of {', '.join(sections)}; got {sys.argv[2]!r}")
-        sections[sys.argv[2]]()
-    else:
-        bench_fit_temperature()
-        bench_memory()
+    main()

@@ -1,6 +1,8 @@
 """Epoch time of an MLP on digits: schedule + callbacks vs a constant rate and no callbacks.
 
-    .venv/bin/python benchmarks/bench_callbacks.py [--rounds 4] [--epochs 6] [--repeat 1]
+    .venv/bin/python benchmarks/bench_callbacks.py [--rounds 4] [--epochs 6] [--repeat 1] \
+        [--json PATH]
+    .venv/bin/python benchmarks/bench_callbacks.py --report PATH [--write-block]  # its table
 
 `--repeat N` trains on the digits N times per epoch (N * 225 steps), for runs of realistic
 length: `--repeat 20 --epochs 12` is about a 1-minute run per configuration.
@@ -19,12 +21,14 @@ Each configuration is trained `--rounds` times for `--epochs` epochs, interleave
 rotates every round); the first epoch of every run (tracing) is dropped; the minimum
 and the median epoch times are reported (on a busy machine the minimum is the steadier figure),
 with the time spent inside the callbacks' own hooks. Epoch times include every callback's
-`on_epoch_end` work.
+`on_epoch_end` work. `--json` records the run, `--report` prints the table of recorded runs
+(`benchmarks/_results.py`).
 """
 
 import argparse
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -32,12 +36,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _results import Recorder, add_arguments, reported
 from _timing import interleaved
 from sklearn.datasets import load_digits
 
 from keras_normkit import callbacks, schedules
 
 BATCH_SIZE = 8
+SCRIPT = "benchmarks/bench_callbacks.py"
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -107,12 +113,16 @@ def configurations(x, y):
     }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=1, help="passes over digits per epoch")
-    args = parser.parse_args()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    if reported(args, SCRIPT):
+        return
+    recorder = Recorder(SCRIPT, sys.argv[1:] if argv is None else argv, args.json)
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype("float32")
@@ -150,29 +160,30 @@ def main():
     times = {name: [t for epochs, _ in r for t in epochs] for name, r in runs.items()}
     hooks = {name: [spent for _, spent in r] for name, r in runs.items()}
 
-    print(
-        f"MLP 64-256-256-10 on digits, {steps} steps per epoch, backend {keras.backend.backend()}"
+    recorder.table(
+        "epochs",
+        f"MLP 64-256-256-10 on digits, {steps} steps per epoch, "
+        f"{len(times['baseline'])} timed epochs per configuration",
+        [
+            ("configuration", ""),
+            ("min epoch (s)", ".3f"),
+            ("ratio", ".3f"),
+            ("median epoch (s)", ".3f"),
+            ("ratio", ".3f"),
+            ("in the callbacks' hooks (ms / epoch)", ".1f"),
+        ],
     )
-    print(f"{len(times['baseline'])} timed epochs per configuration")
-    print(f"{'configuration':<34}{'min epoch (s)':>14}{'ratio':>7}{'median (s)':>12}{'ratio':>7}")
     base_min, base_median = min(times["baseline"]), statistics.median(times["baseline"])
     for name, values in times.items():
         low, median = min(values), statistics.median(values)
-        print(
-            f"{name:<34}{low:>14.3f}{low / base_min:>7.3f}"
-            f"{median:>12.3f}{median / base_median:>7.3f}"
+        hook = None if name == "baseline" else 1000 * statistics.median(hooks[name])
+        recorder.row("epochs", name, low, low / base_min, median, median / base_median, hook)
+    for name in ("ours", "baseline + GradientStatistics"):
+        ratio = min(times[name]) / base_min
+        verdict = "met" if ratio <= 1.03 else "NOT met"
+        recorder.note(
+            f"{name} / baseline (min epoch time) = {ratio:.3f}, target <= 1.03: {verdict}"
         )
-    for name in ("ours", "baseline + ActivationStatistics", "baseline + GradientStatistics"):
-        cost = 1000 * statistics.median(hooks[name])
-        print(f"time inside the callbacks' hooks, {name}: {cost:.1f} ms per epoch")
-    ratio = min(times["ours"]) / base_min
-    verdict = "met" if ratio <= 1.03 else "NOT met"
-    print(f"ours / baseline (min epoch time) = {ratio:.3f}, target <= 1.03: {verdict}")
-    ratio = min(times["baseline + GradientStatistics"]) / base_min
-    verdict = "met" if ratio <= 1.03 else "NOT met"
-    print(
-        f"GradientStatistics / baseline (min epoch time) = {ratio:.3f}, target <= 1.03: {verdict}"
-    )
 
 
 if __name__ == "__main__":

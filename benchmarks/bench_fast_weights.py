@@ -1,7 +1,8 @@
 """Benchmark `FastWeightsRNN`: train-step time vs LSTM, matrix vs memory form, peak memory.
 
     .venv/bin/python benchmarks/bench_fast_weights.py            # everything (~15 min)
-    .venv/bin/python benchmarks/bench_fast_weights.py --section speed --jit 1
+    .venv/bin/python benchmarks/bench_fast_weights.py --section speed --jit 1 [--json PATH]
+    .venv/bin/python benchmarks/bench_fast_weights.py --report PATH [--write-block]  # tables
 
 Sections (one run prints markdown tables):
 
@@ -29,7 +30,8 @@ Sections (one run prints markdown tables):
 The models of one configuration are timed in interleaved rounds (one step each per round),
 so that load from other processes on this shared machine hits all of them; times are the
 minimum over rounds and ratios are ratios of those minima (the noise is still large).
-TensorFlow's default oneDNN setting is kept (on for x86 CPUs), as users get it.
+TensorFlow's default oneDNN setting is kept (on for x86 CPUs), as users get it. `--json`
+records the run, `--report` prints the tables of recorded runs (`benchmarks/_results.py`).
 """
 
 import argparse
@@ -43,6 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _results import Recorder, add_arguments, reported
 from _timing import interleaved, minimum, quartiles
 
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
@@ -82,6 +85,7 @@ def ratio(numerator, denominator):
     return minimum(numerator) / minimum(denominator)
 
 
+SCRIPT = "benchmarks/bench_fast_weights.py"
 SPEED_CONFIGS = [(50, 128), (200, 64), (200, 256)]
 GRID_UNITS = (32, 64, 128, 256)
 GRID_STEPS = (8, 16, 32, 64, 128)
@@ -98,45 +102,72 @@ def training_auto(units, steps, jit):
     return FastWeightsRNN(units).resolve_implementation(steps, "xla" if jit else mode)
 
 
-def speed(jit, rounds, configs=SPEED_CONFIGS):
-    print(f"\n### Train-step time vs LSTM (B = 64, input 32, S = 1, jit_compile={jit})\n")
-    print(
-        "| T | units | LSTM ms | naive cell ms | matrix ms | memory ms | auto | "
-        "auto / LSTM | naive cell / auto |"
+def speed(recorder, jit, rounds, configs=SPEED_CONFIGS):
+    name = f"speed_jit{int(jit)}"
+    recorder.table(
+        name,
+        f"Train-step time vs LSTM (B = 64, input 32, S = 1, jit_compile={jit}; minimum of "
+        f"{rounds} interleaved rounds)",
+        [
+            ("T", ""),
+            ("units", ""),
+            ("LSTM ms", ".1f"),
+            ("naive cell ms", ".1f"),
+            ("matrix ms", ".1f"),
+            ("memory ms", ".1f"),
+            ("auto", ""),
+            ("auto / LSTM", ".2f"),
+            ("naive cell / auto", ".2f"),
+        ],
     )
-    print("|---|---|---|---|---|---|---|---|---|")
     kinds = ["lstm", "naive cell", "matrix", "memory"]
     for steps, units in configs:
         r = time_models(kinds, 64, steps, 32, units, jit, rounds)
-        t = {kind: minimum(v) for kind, v in r.items()}
+        t = {kind: 1e3 * minimum(v) for kind, v in r.items()}
         auto = training_auto(units, steps, jit)
-        print(
-            f"| {steps} | {units} | {t['lstm'] * 1e3:.1f} | {t['naive cell'] * 1e3:.1f} | "
-            f"{t['matrix'] * 1e3:.1f} | {t['memory'] * 1e3:.1f} | {auto} | "
-            f"{ratio(r[auto], r['lstm']):.2f} | {ratio(r['naive cell'], r[auto]):.2f} |",
-            flush=True,
+        recorder.row(
+            name,
+            steps,
+            units,
+            t["lstm"],
+            t["naive cell"],
+            t["matrix"],
+            t["memory"],
+            auto,
+            ratio(r[auto], r["lstm"]),
+            ratio(r["naive cell"], r[auto]),
         )
 
 
-def grid(jit, rounds, units_list=GRID_UNITS, steps_list=GRID_STEPS):
-    print(f"\n### matrix vs memory, B = 32, input 32 (jit_compile={jit})\n")
-    print("| T | units | matrix ms | memory ms | memory / matrix | auto | auto / best |")
-    print("|---|---|---|---|---|---|---|")
+def grid(recorder, jit, rounds, units_list=GRID_UNITS, steps_list=GRID_STEPS):
+    name = f"grid_jit{int(jit)}"
+    recorder.table(
+        name,
+        f"matrix vs memory, B = 32, input 32 (jit_compile={jit}; minimum of {rounds} "
+        "interleaved rounds)",
+        [
+            ("T", ""),
+            ("units", ""),
+            ("matrix ms", ".1f"),
+            ("memory ms", ".1f"),
+            ("memory / matrix", ".2f"),
+            ("auto", ""),
+            ("auto / best", ".2f"),
+        ],
+    )
     worst = 1.0
     for units in units_list:
         for steps in steps_list:
             r = time_models(["matrix", "memory"], 32, steps, 32, units, jit, rounds)
-            t = {kind: minimum(v) for kind, v in r.items()}
+            t = {kind: 1e3 * minimum(v) for kind, v in r.items()}
             auto = training_auto(units, steps, jit)
             mem_over_matrix = ratio(r["memory"], r["matrix"])
             auto_over_best = max(1.0, mem_over_matrix if auto == "memory" else 1 / mem_over_matrix)
             worst = max(worst, auto_over_best)
-            print(
-                f"| {steps} | {units} | {t['matrix'] * 1e3:.1f} | {t['memory'] * 1e3:.1f} | "
-                f"{mem_over_matrix:.2f} | {auto} | {auto_over_best:.2f} |",
-                flush=True,
+            recorder.row(
+                name, steps, units, t["matrix"], t["memory"], mem_over_matrix, auto, auto_over_best
             )
-    print(f"\nworst auto / best on the grid: {worst:.2f} (target <= 1.10)")
+    recorder.note(f"jit_compile={jit}: worst auto / best on the grid {worst:.2f} (target <= 1.10)")
 
 
 def peak_memory_child(implementation, jit):
@@ -154,10 +185,19 @@ def peak_memory_child(implementation, jit):
     print(json.dumps({"peak_mb": peak, "base_mb": base, "first_s": first, "step_s": second}))
 
 
-def memory(jit):
-    print(f"\n### Peak memory of a training step, T = 400, units = 256, B = 32 (jit={jit})\n")
-    print("| model | peak RSS MB | RSS before building MB | step s |")
-    print("|---|---|---|---|")
+def memory(recorder, jit):
+    name = f"memory_jit{int(jit)}"
+    recorder.table(
+        name,
+        f"Peak memory of a training step, T = 400, units = 256, B = 32 (jit_compile={jit}; a "
+        "fresh process each)",
+        [
+            ("model", ""),
+            ("peak RSS MB", ".0f"),
+            ("RSS before building MB", ".0f"),
+            ("step s", ".2f"),
+        ],
+    )
     for kind in ("lstm", "matrix", "memory"):
         out = subprocess.run(
             [sys.executable, __file__, "--child", kind, "--jit", str(int(jit))],
@@ -167,10 +207,12 @@ def memory(jit):
         )
         lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
         if not lines:
-            print(f"| {kind} | failed: {out.stderr.strip().splitlines()[-1:]} | | |")
+            recorder.note(
+                f"{kind} (jit_compile={jit}) failed: {out.stderr.strip().splitlines()[-1:]}"
+            )
             continue
         r = json.loads(lines[-1])
-        print(f"| {kind} | {r['peak_mb']:.0f} | {r['base_mb']:.0f} | {r['step_s']:.2f} |")
+        recorder.row(name, kind, r["peak_mb"], r["base_mb"], r["step_s"])
 
 
 FIRST_KINDS = ("lstm", "auto")
@@ -191,14 +233,20 @@ def first_epoch_child(kind, jit, steps, units):
     print(json.dumps({"first_s": first, "second_s": second}))
 
 
-def first_epoch(jit, repeats, steps=12, units=32):
+def first_epoch(recorder, jit, repeats, steps=12, units=32):
     label = "True" if jit else '"auto"'
-    print(
-        f"\n### First `fit` epoch, T = {steps}, {units} units, input 8, 256 sequences, batch 32 "
-        f"(jit_compile={label}, fresh processes, {repeats} each)\n"
+    name = f"first_jit{int(jit)}"
+    recorder.table(
+        name,
+        f"First `fit` epoch, T = {steps}, {units} units, input 8, 256 sequences, batch 32 "
+        f"(jit_compile={label}, fresh processes, the minimum of {repeats} each)",
+        [
+            ("model", ""),
+            ("first epoch s", ".2f"),
+            ("second epoch s", ".3f"),
+            ("first / LSTM first", ".2f"),
+        ],
     )
-    print("| model | first epoch s | second epoch s | first / LSTM first |")
-    print("|---|---|---|---|")
     results = {}
     for kind in FIRST_KINDS:
         runs = []
@@ -209,16 +257,16 @@ def first_epoch(jit, repeats, steps=12, units=32):
             )
             lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
             if not lines:
-                print(f"| {kind} | failed: {out.stderr.strip().splitlines()[-1:]} | | |")
+                recorder.note(f"{kind} failed: {out.stderr.strip().splitlines()[-1:]}")
                 break
             runs.append(json.loads(lines[-1]))
         if not runs:
             continue
         results[kind] = {k: min(r[k] for r in runs) for k in ("first_s", "second_s")}
     for kind, r in results.items():
-        rel = r["first_s"] / results["lstm"]["first_s"] if "lstm" in results else float("nan")
-        name = "LSTM" if kind == "lstm" else f"FastWeightsRNN ({kind})"
-        print(f"| {name} | {r['first_s']:.2f} | {r['second_s']:.3f} | {rel:.2f} |", flush=True)
+        rel = r["first_s"] / results["lstm"]["first_s"] if "lstm" in results else None
+        model = "LSTM" if kind == "lstm" else f"FastWeightsRNN ({kind})"
+        recorder.row(name, model, r["first_s"], r["second_s"], rel)
 
 
 PROFILE_PARTS = {
@@ -229,7 +277,7 @@ PROFILE_PARTS = {
 }
 
 
-def profile(rounds, steps=200, units=64, batch=64, features=32):
+def profile(recorder, rounds, steps=200, units=64, batch=64, features=32):
     """Times (ms: minimum and quartiles of `rounds` interleaved calls) of the pieces of one
     XLA step."""
     import tensorflow as tf
@@ -311,18 +359,25 @@ def profile(rounds, steps=200, units=64, batch=64, features=32):
             [np.asarray(v) for v in out]
 
     times = interleaved(calls, rounds, warmup=2, after=materialize)
-    print(f"\n### One XLA training step, T = {steps}, {units} units, B = {batch}, matrix form\n")
-    print("| piece | ms (min) | ms (q25) | ms (median) | ms (q75) |")
-    print("|---|---:|---:|---:|---:|")
+    recorder.table(
+        "profile",
+        f"One XLA training step, T = {steps}, {units} units, B = {batch}, matrix form "
+        f"({rounds} interleaved rounds)",
+        [
+            ("piece", ""),
+            ("ms (min)", ".1f"),
+            ("ms (q25)", ".1f"),
+            ("ms (median)", ".1f"),
+            ("ms (q75)", ".1f"),
+        ],
+    )
     for name, t in times.items():
         label = f"{name} ({PROFILE_PARTS[name[8:]]})" if name.startswith("engine: ") else name
         q25, q50, q75 = (1e3 * q for q in quartiles(t))
-        print(
-            f"| {label} | {minimum(t) * 1e3:.1f} | {q25:.1f} | {q50:.1f} | {q75:.1f} |", flush=True
-        )
+        recorder.row("profile", label, 1e3 * minimum(t), q25, q50, q75)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--section", choices=["all", "speed", "grid", "memory", "first", "profile"], default="all"
@@ -337,7 +392,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=2, help="first: processes per model")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-first", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     if args.child:
         peak_memory_child(args.child, bool(args.jit))
         return
@@ -345,8 +401,11 @@ def main():
         steps, units = (int(v) for v in (args.configs or "12x32").split("x"))
         first_epoch_child(args.child_first, bool(args.jit), steps, units)
         return
+    if reported(args, SCRIPT):
+        return
+    recorder = Recorder(SCRIPT, sys.argv[1:] if argv is None else argv, args.json)
     if args.section == "profile":
-        profile(args.rounds)
+        profile(recorder, args.rounds)
         return
     jits = [False, True] if args.jit is None else [bool(args.jit)]
     configs = SPEED_CONFIGS
@@ -354,17 +413,16 @@ def main():
         configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
     units_list = GRID_UNITS if not args.grid_units else [int(v) for v in args.grid_units.split(",")]
     steps_list = GRID_STEPS if not args.grid_steps else [int(v) for v in args.grid_steps.split(",")]
-    print(f"keras {keras.__version__}, backend {keras.backend.backend()}, {os.cpu_count()} CPUs")
     for jit in jits:
         if args.section in ("all", "speed"):
-            speed(jit, args.rounds, configs)
+            speed(recorder, jit, args.rounds, configs)
         if args.section in ("all", "grid"):
-            grid(jit, max(3, args.rounds // 2), units_list, steps_list)
+            grid(recorder, jit, max(3, args.rounds // 2), units_list, steps_list)
         if args.section in ("all", "memory"):
-            memory(jit)
+            memory(recorder, jit)
         if args.section == "first":
             steps, units = (int(v) for v in (args.configs or "12x32").split(",")[0].split("x"))
-            first_epoch(jit, args.repeats, steps, units)
+            first_epoch(recorder, jit, args.repeats, steps, units)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Layer-normalized RNNs, ScaleNormalization and batch-norm folding vs what Keras offers.
 
     python benchmarks/bench_normalization.py [--repeats 10] [--rounds 3] [--section all]
-    python benchmarks/bench_normalization.py --section rnn --pairs 60
+    python benchmarks/bench_normalization.py --section rnn --pairs 60 [--json PATH]
+    python benchmarks/bench_normalization.py --report PATH [--write-block]   # its tables
 
 One run, printing times and ratios (ours / Keras; below 1 means ours is faster):
 
@@ -30,7 +31,8 @@ of `repeats` calls per round, best round kept), so the machine's noise hits both
 `--pairs N`, in N alternating pairs of single calls instead, printing the ratio of the two
 medians and the quartiles of the N pair ratios (steadier on a shared VM, whose bursts of load
 move the rounds' ratios by +-0.1 or more).
-TensorFlow's default oneDNN setting is kept (on for x86 CPUs).
+TensorFlow's default oneDNN setting is kept (on for x86 CPUs). `--json` records the run,
+`--report` prints the tables of recorded runs (`benchmarks/_results.py`).
 """
 
 import argparse
@@ -44,6 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _results import Recorder, add_arguments, reported
 from _timing import best_round_median, interleaved, median, paired_ratio_quartiles
 
 from keras_normkit.layers import FastWeightsRNN, LayerNormGRU, LayerNormLSTM, ScaleNormalization
@@ -211,28 +214,29 @@ def inference(model, x, jit):
     return lambda: run().numpy()
 
 
-def main(repeats=10, rounds=3, section="all", pairs=0):
+SCRIPT = "benchmarks/bench_normalization.py"
+
+
+def main(repeats=10, rounds=3, section="all", pairs=0, recorder=None):
+    """Times the cases of `section`; the rows go to `recorder` (a `_results.Recorder`)."""
+    recorder = Recorder(SCRIPT, []) if recorder is None else recorder
     how = (
         f"medians of {pairs} alternating pairs of calls, and the quartiles of the pair ratios"
         if pairs > 0
         else f"best of {rounds} rounds of the median of {repeats} calls"
     )
-    print(
-        f"Keras {keras.__version__}, TensorFlow {tf.__version__}, {os.cpu_count()} CPU cores; {how}"
-    )
-    print(
-        f"{'case':52s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s} {'q25-q75':>11s}"
-    )
     rows = []
+    columns = [("case", ""), ("XLA", ""), ("ours ms", ".2f"), ("Keras ms", ".2f")]
+    columns += [("ratio", ".2f"), ("pair ratios q25–q75", "")]
 
     def report(name, jit, t_ours, t_theirs, quartiles=None):
+        if not rows:
+            recorder.table("cases", f"Ours / Keras's, {how}", columns)
         rows.append((name, jit, t_ours, t_theirs))
-        spread = "" if quartiles is None else f"{quartiles[0]:.2f}-{quartiles[1]:.2f}"
-        print(
-            f"{name:52s} {'on' if jit else 'off':>4s} {1e3 * t_ours:9.2f} "
-            f"{1e3 * t_theirs:9.2f} {t_ours / t_theirs:7.2f} {spread:>11s}",
-            flush=True,
-        )
+        spread = None if quartiles is None else f"{quartiles[0]:.2f}–{quartiles[1]:.2f}"
+        on = "on" if jit else "off"
+        ratio = t_ours / t_theirs
+        recorder.row("cases", name, on, 1e3 * t_ours, 1e3 * t_theirs, ratio, spread)
 
     def timed(ours, theirs):
         return compare(ours, theirs, repeats, rounds, pairs)
@@ -264,10 +268,14 @@ def main(repeats=10, rounds=3, section="all", pairs=0):
             t = timed(fused_kernel_train_step(ours_cls, jit), rnn_train_step(ours_cls, jit))
             report(name, jit, *t)
     if wanted("ops"):
-        print(f"\n{'graph operations per time step (TensorFlow)':52s} {'forward':>8s} {'grad':>6s}")
+        recorder.table(
+            "ops",
+            "Graph operations per time step of the TensorFlow training graph",
+            [("layer", ""), ("forward", ""), ("gradient", ""), ("total", "")],
+        )
         for cls in (LayerNormLSTM, keras.layers.LSTM, LayerNormGRU, keras.layers.GRU):
             forward, gradient = loop_ops_per_step(cls)
-            print(f"{cls.__name__:52s} {forward:8d} {gradient:6d}", flush=True)
+            recorder.row("ops", cls.__name__, forward, gradient, forward + gradient)
     if wanted("scale"):
         scale_normalization(report, timed)
     if wanted("fold"):
@@ -312,5 +320,8 @@ if __name__ == "__main__":
         choices=["all", "rnn", "predict", "fused", "ops", "scale", "fold"],
         default="all",
     )
+    add_arguments(parser)
     args = parser.parse_args()
-    main(args.repeats, args.rounds, args.section, args.pairs)
+    if not reported(args, SCRIPT):
+        recorder = Recorder(SCRIPT, sys.argv[1:], args.json)
+        main(args.repeats, args.rounds, args.section, args.pairs, recorder)

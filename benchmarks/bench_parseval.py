@@ -31,11 +31,16 @@ TensorFlow's default oneDNN setting is kept (on for x86 CPUs), as users get it.
         [--steps 100] [--repeats 5] [--no-jit]
     .venv/bin/python benchmarks/bench_parseval.py --model conv --batch-size 128 \
         --steps 8 --warmup-steps 3 --repeats 3 [--no-jit]
+    .venv/bin/python benchmarks/bench_parseval.py --report PATH [--write-block]   # its table
+
+`--json PATH` records the run, `--report` prints the table of recorded runs
+(`benchmarks/_results.py`).
 """
 
 import argparse
 import math
 import os
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -43,6 +48,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _results import Recorder, add_arguments, reported
 from _timing import interleaved
 
 from keras_normkit.constraints import ParsevalConstraint
@@ -158,7 +164,10 @@ def time_per_step(model, x, y, batch_size, steps, warmup_steps):
     return timer.seconds[0] / steps, timer.seconds[1] / steps
 
 
-def main():
+SCRIPT = "benchmarks/bench_parseval.py"
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=("mlp", "conv"), default="mlp")
     parser.add_argument("--batch-size", type=int, default=128)
@@ -168,7 +177,11 @@ def main():
     )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-jit", action="store_true", help="compile without XLA")
-    args = parser.parse_args()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    if reported(args, SCRIPT):
+        return
+    recorder = Recorder(SCRIPT, sys.argv[1:] if argv is None else argv, args.json)
     warmup_steps = args.steps if args.warmup_steps is None else args.warmup_steps
     configs = CONFIGS[args.model]
 
@@ -194,27 +207,37 @@ def main():
     wall = {name: float(np.median([t[0] for t in ts])) for name, ts in times.items()}
     cpu = {name: float(np.median([t[1] for t in ts])) for name, ts in times.items()}
 
-    print(
-        f"model {args.model}, batch {args.batch_size}, {args.steps} steps "
-        f"(warm-up {warmup_steps}) x {args.repeats} repeats, jit_compile={not args.no_jit}, "
-        f"backend {keras.backend.backend()}, load average "
-        + " ".join(f"{v:.2f}" for v in os.getloadavg())
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg())
+    recorder.table(
+        "steps",
+        f"Model {args.model}, batch {args.batch_size}, {args.steps} steps (warm-up "
+        f"{warmup_steps}) x {args.repeats} repeats, jit_compile={not args.no_jit}, load "
+        f"average {load} at the end",
+        [
+            ("configuration", ""),
+            ("wall ms / step", ".2f"),
+            ("ratio", ".2f"),
+            ("CPU ms / step", ".2f"),
+            ("ratio", ".2f"),
+        ],
     )
-    print("| configuration | wall ms / step | ratio | CPU ms / step | ratio |")
-    print("|---|---:|---:|---:|---:|")
     for name in configs:
-        print(
-            f"| {name} | {1e3 * wall[name]:.2f} | {wall[name] / wall['none']:.2f}x "
-            f"| {1e3 * cpu[name]:.2f} | {cpu[name] / cpu['none']:.2f}x |"
+        recorder.row(
+            "steps",
+            name,
+            1e3 * wall[name],
+            wall[name] / wall["none"],
+            1e3 * cpu[name],
+            cpu[name] / cpu["none"],
         )
     ours, theirs = "ParsevalRegularizer(1e-3)", "keras OrthogonalRegularizer(1e-3)"
     if theirs in configs:
-        print(
+        recorder.note(
             f"ParsevalRegularizer / OrthogonalRegularizer: wall {wall[ours] / wall[theirs]:.2f}x, "
             f"CPU {cpu[ours] / cpu[theirs]:.2f}x"
         )
     step, retraction = flop_bound(models["none"], args.batch_size)
-    print(
+    recorder.note(
         f"FLOP bound of {FULL}: retraction {retraction / 1e6:.1f} MFLOP / step "
         f"{step / 1e6:.1f} MFLOP -> predicted ratio {1 + retraction / step:.2f}x; "
         f"measured wall {wall[FULL] / wall['none']:.2f}x, CPU {cpu[FULL] / cpu['none']:.2f}x"

@@ -11,7 +11,11 @@ CPU allocator (inputs, activations, gradients; one fresh process per T) during p
 forward+backward passes at T = 1000, 2000, 5000: linear in T means a constant multiple
 of one (B, T, units) float32 tensor.
 
-    .venv/bin/python benchmarks/bench_qrn.py [--repeats 10] [--rounds 3]
+    .venv/bin/python benchmarks/bench_qrn.py [--repeats 10] [--rounds 3] [--json PATH]
+    .venv/bin/python benchmarks/bench_qrn.py --report PATH [--write-block]   # its tables
+
+`--json` records the run, `--report` prints the tables of recorded runs
+(`benchmarks/_results.py`).
 
 TensorFlow's default oneDNN setting is kept (on for x86 CPUs), as users get it; with
 `TF_ENABLE_ONEDNN_OPTS=0` TensorFlow falls back to Eigen kernels, whose small batched
@@ -29,11 +33,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _results import Recorder, add_arguments, reported
 from _timing import best_round_median, interleaved
 
 from keras_normkit.layers import QRN
 
 BATCH, DIM, UNITS = 32, 64, 64
+SCRIPT = "benchmarks/bench_qrn.py"
 
 
 def make_step(kind, steps):
@@ -102,54 +108,64 @@ def peak_memory_bytes(steps):
     return tf.config.experimental.get_memory_info("CPU:0")["peak"]
 
 
-def main():
+def peak_memory_in_a_fresh_process(steps):
+    """`peak_memory_bytes(steps)`, run in a fresh process (the peak cannot be reset)."""
+    child = [sys.executable, __file__, "--memory-of", str(steps)]
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
+    out = subprocess.run(child, capture_output=True, text=True, check=True, env=env).stdout
+    return int(out.split()[-1])
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory-of", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     if args.memory_of is not None:
         print(peak_memory_bytes(args.memory_of))
         return
-
-    print(
-        f"B={BATCH}, d={DIM}, units={UNITS}, forward+backward, best of {args.rounds} "
-        f"interleaved rounds of the median of {args.repeats} runs"
+    if reported(args, SCRIPT):
+        return
+    argv = sys.argv[1:] if argv is None else argv
+    recorder = Recorder(SCRIPT, argv, args.json)
+    how = f"best of {args.rounds} interleaved rounds of the median of {args.repeats} runs"
+    recorder.table(
+        "times",
+        f"Forward+backward, B = {BATCH}, d = {DIM}, units = {UNITS}, {how}",
+        [("T", ""), ("layer", ""), ("ms", ".1f")],
     )
     times = {}
     for steps in (200, 1000):
         kinds = ("parallel", "sequential", "gru")
         for kind, seconds in seconds_per_step(kinds, steps, args.repeats, args.rounds).items():
             times[kind, steps] = seconds
-            print(f"  T={steps:5d} {kind:10s} {1e3 * seconds:8.1f} ms")
-    print("ratios (target):")
-    for steps, target in ((200, 0.4), (1000, 0.3)):
-        ratio = times["parallel", steps] / times["gru", steps]
-        print(f"  parallel / GRU         T={steps:5d}: {ratio:.3f}x  (<= {target}x)")
-    speedup = times["sequential", 200] / times["parallel", 200]
-    print(f"  sequential / parallel  T=  200: {speedup:.1f}x faster  (>= 5x)")
+            recorder.row("times", steps, kind, 1e3 * seconds)
     kinds = ("bidirectional", "bidirectional-shared", "bigru")
-    both = seconds_per_step(kinds, 200, args.repeats, args.rounds)
-    for kind, seconds in both.items():
-        print(f"  T=  200 {kind:20s} {1e3 * seconds:8.1f} ms")
-    ratio = both["bidirectional"] / both["bigru"]
-    print(f"  bidirectional / bidirectional GRU T=200: {ratio:.3f}x  (<= 0.4x)")
-    ratio = both["bidirectional"] / both["bidirectional-shared"]
-    print(f"  reset gate per direction / shared T=200: {ratio:.2f}x")
-
-    print(
-        "peak memory of a parallel forward+backward pass (TensorFlow CPU allocator peak, fresh process each):"
+    for kind, seconds in seconds_per_step(kinds, 200, args.repeats, args.rounds).items():
+        times[kind, 200] = seconds
+        recorder.row("times", 200, kind, 1e3 * seconds)
+    recorder.table("ratios", "Ratios", [("ratio", ""), ("T", ""), ("value", ".3f"), ("target", "")])
+    for steps, target in ((200, "≤ 0.4"), (1000, "≤ 0.3")):
+        ratio = times["parallel", steps] / times["gru", steps]
+        recorder.row("ratios", "parallel / GRU", steps, ratio, target)
+    speedup = times["sequential", 200] / times["parallel", 200]
+    recorder.row("ratios", "sequential / parallel", 200, speedup, "≥ 5")
+    ratio = times["bidirectional", 200] / times["bigru", 200]
+    recorder.row("ratios", "bidirectional / bidirectional GRU", 200, ratio, "≤ 0.4")
+    ratio = times["bidirectional", 200] / times["bidirectional-shared", 200]
+    recorder.row("ratios", "reset gate per direction / shared", 200, ratio, None)
+    recorder.table(
+        "memory",
+        "Peak memory of a parallel forward+backward pass (TensorFlow's CPU allocator, a fresh "
+        "process each)",
+        [("T", ""), ("MiB", ".1f"), ("÷ one (B, T, units) float32 tensor", ".1f")],
     )
     for steps in (1000, 2000, 5000):
-        child = [sys.executable, __file__, "--memory-of", str(steps)]
-        env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
-        out = subprocess.run(child, capture_output=True, text=True, check=True, env=env).stdout
-        peak = int(out.split()[-1])
+        peak = peak_memory_in_a_fresh_process(steps)
         activations = BATCH * steps * UNITS * 4
-        print(
-            f"  T={steps:5d}: {peak / 2**20:7.1f} MiB "
-            f"= {peak / activations:.1f} x one (B, T, units) float32 tensor"
-        )
+        recorder.row("memory", steps, peak / 2**20, peak / activations)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench_recurrent_cases.py                  # every case
     .venv/bin/python benchmarks/bench_recurrent_cases.py --batches 64 --contexts layer \\
         --layers fast_weights --configs 200x64 --jit 1 --pairing single
+    .venv/bin/python benchmarks/bench_recurrent_cases.py --json PATH   # records the run
+    .venv/bin/python benchmarks/bench_recurrent_cases.py --report PATH [--write-block]
 
 `LayerNormLSTM` and `FastWeightsRNN` (`implementation="auto"`) against `keras.layers.LSTM`
 of the same units, input 32 features, for every combination of
@@ -35,13 +37,14 @@ within its bound (`break_even_batches`): the bound of a first epoch depends on h
 the epoch is, a one-time compile weighing less in a longer one.
 
 Targets: the accepted bounds of issue 39, `TARGETS` below (the one place they are written;
-`benchmarks/README.md` explains them). They are regression guards, today's worst measured
+`benchmarks/DECISIONS.md#recurrent-speed-bounds` explains them). They are regression guards, today's worst measured
 cases plus a margin for noise, not ambitions, and hold at B >= 32 (`MIN_BATCH`): each row
 prints `pass` or `FAIL` against its bound (by the best round's median), `—` where there is
 none.
 
 TensorFlow's default oneDNN setting is kept unless `TF_ENABLE_ONEDNN_OPTS` is set (the
-Makefile sets it to 0 for the tests; run the scripts directly, as users do).
+Makefile sets it to 0 for the tests; run the scripts directly, as users do). `--json`
+records the run, `--report` prints the tables of recorded runs (`benchmarks/_results.py`).
 """
 
 import argparse
@@ -58,6 +61,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
 import numpy as np
+from _results import Recorder, add_arguments, reported
 from _timing import best_round_median, interleaved, minimum
 
 from keras_normkit.layers import FastWeightsRNN, LayerNormLSTM
@@ -81,9 +85,23 @@ TARGETS = {
 # The bounds hold from this batch size on (the batches they were measured at).
 MIN_BATCH = 32
 CALLS = ("train", "predict", "first")
-# The first `fit` epoch runs this many batches.
-FIRST_EPOCH_BATCHES = 4
+# The first `fit` epoch runs this many batches: its bound (<= 3x an LSTM) is judged on an
+# epoch of a real data set's length, >= 500 batches (benchmarks/DECISIONS.md, issue 49); the
+# one-time part (compile) has its own figure and bound.
+FIRST_EPOCH_BATCHES = 500
 FEATURES = 32
+SCRIPT = "benchmarks/bench_recurrent_cases.py"
+# The columns of a row (`row_values`), and of the first epochs' split (`split_values`).
+COLUMNS = [
+    ("layer", ""), ("T", ""), ("units", ""), ("B", ""), ("context", ""), ("jit", ""),
+    ("call", ""), ("ours ms", ".1f"), ("LSTM ms", ".1f"), ("ratio (median)", ".2f"),
+    ("ratio (min)", ".2f"), ("target", ""), ("met", ""),
+]  # fmt: skip
+SPLIT_COLUMNS = [
+    ("layer", ""), ("T", ""), ("units", ""), ("B", ""), ("context", ""), ("jit", ""),
+    ("one-time s (ours / LSTM)", ""), ("per batch ms (ours / LSTM)", ""), ("bound", ""),
+    ("first epoch within it from", ""),
+]  # fmt: skip
 
 
 def build(layer_cls, context, steps, units, jit):
@@ -156,16 +174,24 @@ def verdict(ratio, bound):
     return "pass" if ratio <= bound else "FAIL"
 
 
-def row(layer, steps, units, batch, context, jit, call, ours, lstm):
-    """One table row from `(best round's median, minimum)` seconds of each side."""
+def row_values(layer, steps, units, batch, context, jit, call, ours, lstm):
+    """One row of `COLUMNS` from `(best round's median, minimum)` seconds of each side."""
     by_median, by_min = ours[0] / lstm[0], ours[1] / lstm[1]
     bound = target(layer, call, jit, batch)
-    cells = [
+    return [
         layer, steps, units, batch, context, int(jit), call,
-        f"{ours[0] * 1e3:.1f}", f"{lstm[0] * 1e3:.1f}", f"{by_median:.2f}", f"{by_min:.2f}",
+        ours[0] * 1e3, lstm[0] * 1e3, by_median, by_min,
         "—" if bound is None else f"≤ {bound}", verdict(by_median, bound),
     ]  # fmt: skip
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def row(layer, steps, units, batch, context, jit, call, ours, lstm):
+    """One table row, as printed, from `(best round's median, minimum)` seconds of each side."""
+    values = row_values(layer, steps, units, batch, context, jit, call, ours, lstm)
+    cells = [
+        format(v, spec) if spec else str(v) for v, (_, spec) in zip(values, COLUMNS, strict=True)
+    ]
+    return "| " + " | ".join(cells) + " |"
 
 
 def first_epoch_child(layer, context, batch, steps, units, jit, batches):
@@ -228,7 +254,7 @@ def break_even_batches(ours, lstm, batches, bound):
     return max(1, math.ceil(excess / margin))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--layers", default="layer_norm_lstm,fast_weights")
     parser.add_argument("--batches", default="32,64")
@@ -247,11 +273,14 @@ def main():
         help=f"first: batches per epoch [{FIRST_EPOCH_BATCHES}]",
     )
     parser.add_argument("--child-first", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     if args.child_first:
         name, context, *numbers = args.child_first.split(",")
         batch, steps, units, jit, batches = (int(v) for v in numbers)
         first_epoch_child(name, context, batch, steps, units, bool(jit), batches)
+        return
+    if reported(args, SCRIPT):
         return
     if args.first_batches < 1:
         parser.error(f"--first-batches must be at least 1; got {args.first_batches}")
@@ -259,16 +288,15 @@ def main():
     for call in wanted:
         if call not in CALLS:
             parser.error(f"--calls: {call!r} is not one of {CALLS}")
-    print(
-        f"keras {keras.__version__}, backend {keras.backend.backend()}, {os.cpu_count()} CPUs, "
-        f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(default)')}, "
-        f"pairing {args.pairing}, {args.rounds} rounds of {args.repeats}\n"
+    recorder = Recorder(SCRIPT, sys.argv[1:] if argv is None else argv, args.json)
+    recorder.table(
+        "calls",
+        f"Ours / `keras.layers.LSTM` (TF_ENABLE_ONEDNN_OPTS="
+        f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS', '(default)')}, pairing {args.pairing}, "
+        f"{args.rounds} rounds of {args.repeats}; first epochs: {args.first_batches} batches, "
+        f"the minimum of {args.first_repeats} processes)",
+        COLUMNS,
     )
-    print(
-        "| layer | T | units | B | context | jit | call | ours ms | LSTM ms | ratio (median) "
-        "| ratio (min) | target | met |"
-    )
-    print("|---|---|---|---|---|---|---|---:|---:|---:|---:|---|---|")
     splits = []  # the first epochs' one-time and steady parts
     for name in args.layers.split(","):
         configs = CONFIGS[name]
@@ -290,27 +318,28 @@ def main():
             for call in steady:
                 fns = {"ours": ours[call], "lstm": lstm[call]}
                 t = measure(fns, args.pairing, args.rounds, args.repeats)
-                print(row(*case, call, t["ours"], t["lstm"]), flush=True)
+                recorder.row("calls", *row_values(*case, call, t["ours"], t["lstm"]))
             if "first" in wanted:
                 t, second = first_epoch(
                     name, context, batch, steps, units, jit, args.first_repeats, args.first_batches
                 )
-                print(row(*case, "first", t["ours"], t["lstm"]), flush=True)
+                recorder.row("calls", *row_values(*case, "first", t["ours"], t["lstm"]))
                 splits.append((case, t, second))
     if splits:
-        print(first_epoch_split(splits, args.first_batches))
+        recorder.table(
+            "first_epoch_split",
+            f"First epochs of {args.first_batches} batches, split into a one-time part (first "
+            "epoch minus the second) and a steady part per batch; the last column: the "
+            "shortest first epoch within the bound (`break_even_batches`)",
+            SPLIT_COLUMNS,
+        )
+        for values in split_values(splits, args.first_batches):
+            recorder.row("first_epoch_split", *values)
 
 
-def first_epoch_split(splits, batches):
-    """The table after the first-epoch rows: one-time and per-batch parts, break-even."""
-    lines = [
-        f"\nFirst epochs of {batches} batches, split into a one-time part (first epoch minus "
-        "the second) and a steady part per batch; the last column: the shortest first "
-        "epoch within the bound (`break_even_batches`).\n",
-        "| layer | T | units | B | context | jit | one-time s (ours / LSTM) "
-        "| per batch ms (ours / LSTM) | bound | first epoch within it from |",
-        "|---|---|---|---|---|---|---:|---:|---|---:|",
-    ]
+def split_values(splits, batches):
+    """The rows of `SPLIT_COLUMNS`: one-time and per-batch parts, and the break-even."""
+    rows = []
     for case, first, second in splits:
         name, steps, units, batch, context, jit = case
         ours = (first["ours"][0], second["ours"])
@@ -322,12 +351,34 @@ def first_epoch_split(splits, batches):
         else:
             n = break_even_batches(ours, lstm, batches, bound)
             even = "never (steady ratio above it)" if n is None else f"{n} batches"
-        cells = [
-            name, steps, units, batch, context, int(jit),
-            f"{once_f:.1f} / {once_l:.1f}", f"{step_f * 1e3:.1f} / {step_l * 1e3:.1f}",
-            "—" if bound is None else f"≤ {bound}", even,
-        ]  # fmt: skip
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        rows.append(
+            [
+                name,
+                steps,
+                units,
+                batch,
+                context,
+                int(jit),
+                f"{once_f:.1f} / {once_l:.1f}",
+                f"{step_f * 1e3:.1f} / {step_l * 1e3:.1f}",
+                "—" if bound is None else f"≤ {bound}",
+                even,
+            ]  # fmt: skip
+        )
+    return rows
+
+
+def first_epoch_split(splits, batches):
+    """The table after the first-epoch rows, as text: `split_values` under its header."""
+    lines = [
+        f"\nFirst epochs of {batches} batches, split into a one-time part (first epoch minus "
+        "the second) and a steady part per batch; the last column: the shortest first "
+        "epoch within the bound (`break_even_batches`).\n",
+        "| " + " | ".join(name for name, _ in SPLIT_COLUMNS) + " |",
+        "|---|---|---|---|---|---|---:|---:|---|---:|",
+    ]
+    for values in split_values(splits, batches):
+        lines.append("| " + " | ".join(str(v) for v in values) + " |")
     return "\n".join(lines)
 
 

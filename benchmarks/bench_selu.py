@@ -1,15 +1,18 @@
 """Forward+backward time of keras_normkit's SELU and AlphaDropout vs Keras's built-ins.
 
-    python benchmarks/bench_selu.py [--repeats 20] [--rounds 5]
+    python benchmarks/bench_selu.py [--repeats 20] [--rounds 5] [--json PATH]
+    python benchmarks/bench_selu.py --report PATH [--write-block]   # its table (README)
 
 On a (4096, 1024) float32 tensor, one run, printing the ratio ours / Keras (target <= 1.1).
 Both sides run as compiled `tf.function`s, with XLA off and on (`model.fit` on the
-TensorFlow backend compiles with XLA by default when every layer supports it).
+TensorFlow backend compiles with XLA by default when every layer supports it). `--json`
+records the run, `--report` prints the table of recorded runs (`benchmarks/_results.py`).
 """
 
 import argparse
 import itertools
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -17,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras
 import numpy as np
 import tensorflow as tf
+from _results import Recorder, add_arguments, reported
 from _timing import best_round_median, interleaved
 
 from keras_normkit.layers import SELU, AlphaDropout
@@ -38,7 +42,12 @@ def in_training(layer):
     return lambda v: layer(v, training=True)
 
 
-def main(repeats=20, rounds=5):
+SCRIPT = "benchmarks/bench_selu.py"
+
+
+def main(repeats=20, rounds=5, recorder=None):
+    """Times every case; the rows go to `recorder` (a `_results.Recorder`, printed)."""
+    recorder = Recorder(SCRIPT, []) if recorder is None else recorder
     x = tf.constant(np.random.default_rng(0).standard_normal((4096, 1024)).astype("float32"))
     cases = [
         ("SELU (0, 1)", SELU(), keras.activations.selu),
@@ -54,10 +63,12 @@ def main(repeats=20, rounds=5):
             in_training(keras.layers.AlphaDropout(0.1, seed=0)),
         ),
     ]
-    print(
-        f"forward+backward on (4096, 1024) float32, best of {rounds} rounds of median of {repeats}, Keras {keras.__version__}"
+    recorder.table(
+        "cases",
+        f"Forward+backward on (4096, 1024) float32, best of {rounds} rounds of the median of "
+        f"{repeats} calls",
+        [("case", ""), ("XLA", ""), ("ours ms", ".2f"), ("Keras ms", ".2f"), ("ratio", ".2f")],
     )
-    print(f"{'case':32s} {'XLA':>4s} {'ours ms':>9s} {'keras ms':>9s} {'ratio':>7s}")
     rows = []
     for (name, ours, theirs), jit in itertools.product(cases, (False, True)):
         sides = {"ours": forward_backward(ours, jit), "theirs": forward_backward(theirs, jit)}
@@ -72,10 +83,8 @@ def main(repeats=20, rounds=5):
         )
         t_ours, t_theirs = (best_round_median(times[side][:, 1:]) for side in ("ours", "theirs"))
         rows.append((name, jit, t_ours, t_theirs))
-        print(
-            f"{name:32s} {'on' if jit else 'off':>4s} {1e3 * t_ours:9.2f} {1e3 * t_theirs:9.2f} "
-            f"{t_ours / t_theirs:7.2f}"
-        )
+        on = "on" if jit else "off"
+        recorder.row("cases", name, on, 1e3 * t_ours, 1e3 * t_theirs, t_ours / t_theirs)
     return rows
 
 
@@ -83,5 +92,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    add_arguments(parser)
     args = parser.parse_args()
-    main(args.repeats, args.rounds)
+    if not reported(args, SCRIPT):
+        main(args.repeats, args.rounds, Recorder(SCRIPT, sys.argv[1:], args.json))

@@ -29,6 +29,8 @@ with this script's `run`.
 import argparse
 import json
 import os
+import pathlib
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -40,6 +42,9 @@ import numpy as np
 
 from keras_normkit.callbacks import ReduceLROnPlateau
 from keras_normkit.layers import FastWeightsRNN
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from result_commands import environment_prefix  # noqa: E402
 
 LETTERS, DIGITS = 26, 10
 #: The paper's training setup (§4.1), used by `run` and the command line.
@@ -364,10 +369,13 @@ def main():
         plateau_patience=args.plateau_patience,
         **kwargs,
     )
-    result["command"] = "python examples/associative_retrieval.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}"
-        for k, v in vars(args).items()
-        if k != "json" and v is not None
+    result["command"] = (
+        f"{environment_prefix()} python examples/associative_retrieval.py "
+        + " ".join(
+            f"--{k.replace('_', '-')} {v}"
+            for k, v in vars(args).items()
+            if k != "json" and v is not None
+        )
     )
     print(
         f"{args.model}-{args.units}: test error {100 * result['test_error']:.2f} % at "

@@ -48,6 +48,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import associative_retrieval as ar  # noqa: E402
 from markdown_blocks import write_block  # noqa: E402
+from result_commands import environment_prefix  # noqa: E402
 
 #: Ba et al. (2016), Table 1: test error (%) on associative retrieval, K = 4.
 PAPER = {
@@ -260,7 +261,8 @@ def run_one(budget, kind, units, lr, seed, data, updates=None):
     )
     result["budget"] = budget
     result["command"] = (
-        f"python examples/associative_retrieval.py --model {kind} --units {units} "
+        f"{environment_prefix()} python examples/associative_retrieval.py --model {kind} "
+        f"--units {units} "
         f"--lr {lr:g} --updates {updates} --seed {seed}"
         + (f" --plateau-patience {patience}" if patience else "")
     )

@@ -80,8 +80,8 @@ def selu(x, alpha=ALPHA01, scale=LAMBDA01):
     if _is_default(alpha, scale):
         return ops.selu(x)
     # scale*alpha*elu(x) + scale*(1 - alpha)*relu(x): two fused kernels (faster than a
-    # select), and elu never evaluates exp on large positive inputs, so neither the value
-    # nor the gradient can overflow.
+    # select: benchmarks/DECISIONS.md#selu-formula), and elu never evaluates exp on large
+    # positive inputs, so neither the value nor the gradient can overflow.
     alpha, scale = float(alpha), float(scale)
     return ops.add(
         ops.multiply(ops.elu(x), ops.cast(scale * alpha, x.dtype)),

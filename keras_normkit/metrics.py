@@ -3,11 +3,10 @@
 import math
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_bool, check_int, check_string_choice
-from keras_normkit.calibration.binning import _round_down_to_dtype
+from keras_normkit.calibration import _bins
 
 __all__ = ["BrierScore", "ExpectedCalibrationError"]
 
@@ -105,11 +104,11 @@ class ExpectedCalibrationError(keras.metrics.Metric):
         super().__init__(name=name, dtype=dtype)
         num_bins = check_int("num_bins", num_bins, 1)
         self.num_bins = num_bins
-        self.binning = check_string_choice("binning", binning, ("equal_width", "equal_mass"))
+        self.binning = check_string_choice("binning", binning, _bins.BINNINGS)
         size = num_bins if self.binning == "equal_width" else FINE_BINS
         # The edges m / M as the largest values of the metric's dtype <= m / M, once: a
         # confidence on an edge falls in the bin `calibration_bins` gives it in float64.
-        self._edges = _round_down_to_dtype(np.arange(1, num_bins) / num_bins, self.dtype)
+        self._edges = _bins.equal_width_edges(num_bins, self.dtype)
         self.bin_counts = self.add_variable(
             shape=(size,), initializer="zeros", dtype=self.dtype, name="bin_counts"
         )

@@ -63,3 +63,55 @@ def pytest_collection_modifyitems(config, items):
         for name, (reason, skip_on) in _SKIP_REASONS.items():
             if item.get_closest_marker(name) is not None and skip_on(backend):
                 item.add_marker(pytest.mark.skip(reason=f"{reason}; backend is {backend}"))
+
+
+# The CI matrix (CONTRIBUTING.md, "The CI matrix"). TensorFlow runs the whole fast suite
+# (`make test`). JAX, PyTorch and the oldest Keras run the *backend suite*
+# (`pytest --backend-suite`): every test of keras_normkit's own code, without the tests of the
+# scripts, documents and benchmarks around it, which do not depend on the backend (they run
+# examples, build pages, compare tables with JSON files) but for one end-to-end example per
+# backend. `tests/test_ci_matrix.py` checks that every module of keras_normkit is imported
+# by a test of the backend suite.
+TENSORFLOW_SUITE_ONLY = (
+    "examples/",
+    "benchmarks/",
+    "test_docs.py",
+    "test_docstrings.py",
+    "test_guides.py",
+    "test_notebooks.py",
+    "test_internals.py",
+    "test_imports.py",
+    "test_ci_matrix.py",
+    "test_cross_backend.py",
+)
+# The end-to-end example every backend runs (it trains, calibrates and reports).
+EVERY_BACKEND = ("examples/test_calibration_benchmarks.py",)
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--backend-suite",
+        action="store_true",
+        help="leave out the backend-independent tests of scripts, documents and benchmarks",
+    )
+
+
+def in_backend_suite(relative_path):
+    """Whether the test file at `relative_path` (from `tests/`, with `/`) runs in the backend
+    suite."""
+    if relative_path in EVERY_BACKEND:
+        return True
+    return not any(
+        relative_path == entry or (entry.endswith("/") and relative_path.startswith(entry))
+        for entry in TENSORFLOW_SUITE_ONLY
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    if not config.getoption("--backend-suite") or not collection_path.is_file():
+        return None
+    relative = os.path.relpath(str(collection_path), TESTS).replace(os.sep, "/")
+    if relative.startswith("..") or not relative.endswith(".py"):
+        return None
+    return None if in_backend_suite(relative) else True

@@ -31,8 +31,8 @@ COMPAT = "keras_normkit/backend/keras_compat.py"
 # into keras_compat (test_allow_list_has_no_stale_entries fails until then). Empty: the last
 # ones (the callback state, the fast-weights and layer-norm engines' side channels) are gone.
 # Not Keras internals: `CrossFittedCalibration` drives its k member wrappers (our own
-# `_CalibratedClassifier` subclasses) through the wrappers' private fit/build protocol; the
-# debt is to give that protocol public names (e.g. a `calibrate_on_logits`).
+# `calibration.base.CalibrationWrapper` subclasses) through the wrappers' private fit/build
+# protocol; the debt is to give that protocol public names (e.g. a `calibrate_on_logits`).
 _MEMBER_PROTOCOL = "keras_normkit/calibration/cross_fitting.py"
 ALLOWED = {
     (_MEMBER_PROTOCOL, "self.members[0]._probabilities"),

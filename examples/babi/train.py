@@ -62,6 +62,7 @@ import data as babi_data  # noqa: E402
 import generate  # noqa: E402
 import model as babi_model  # noqa: E402
 from markdown_blocks import write_block  # noqa: E402
+from result_commands import environment_prefix  # noqa: E402
 
 
 class Curves(keras.callbacks.Callback):
@@ -682,8 +683,12 @@ def main_real(args):
                 protocol=args.protocol,
                 share_reset_gate=args.share_reset_gate,
             )
-            result["command"] = " ".join(sys.argv)
-            result["rerun"] = rerun_command(sys.argv, task, kind, result["seed"])
+            # Each with the environment it ran in (the backend, and the variables that change
+            # results when set: examples/result_commands.py).
+            environment = environment_prefix()
+            result["command"] = " ".join([environment, "python", *sys.argv])
+            rerun = rerun_command(sys.argv, task, kind, result["seed"])
+            result["rerun"] = f"{environment} {rerun}"
             key = f"{args.set}_task{task}_{kind}{args.tag}"
             results[key] = result
             print(

@@ -226,7 +226,7 @@ def figures(rows, cache, folder=FIGURES, dataset="20news", seed=0):
     cached = run.cached_logits(cache, dataset, seed)
     if cached is not None:
         arrays, _ = cached
-        t = fit_temperature(arrays["val_logits"], arrays["val_labels"])
+        t = fit_temperature(arrays["val_logits"], arrays["val_labels"]).temperature
         fig, axes = plt.subplots(1, 2, figsize=(8, 4))
         reliability_diagram(
             run.softmax(arrays["test_logits"]),

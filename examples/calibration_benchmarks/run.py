@@ -45,6 +45,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import text_data  # noqa: E402
 import text_model  # noqa: E402
 
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parents[1]))
+from result_commands import environment_prefix  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = ROOT / "examples" / "calibration_benchmarks" / "cache"
 NUM_BINS = 15
@@ -235,17 +238,17 @@ def _isotonic(val_logits, val_labels, test_logits):
 
 
 def _temperature(val_logits, val_labels, test_logits):
-    return softmax(test_logits / calibration.fit_temperature(val_logits, val_labels))
+    return softmax(test_logits / calibration.fit_temperature(val_logits, val_labels).temperature)
 
 
 def _vector(val_logits, val_labels, test_logits):
-    w, b = calibration.fit_vector_scaling(val_logits, val_labels)
-    return softmax(test_logits * w + b)
+    fitted = calibration.fit_vector_scaling(val_logits, val_labels)
+    return softmax(test_logits * fitted.scale + fitted.bias)
 
 
 def _matrix(val_logits, val_labels, test_logits):
-    a, b = calibration.fit_matrix_scaling(val_logits, val_labels)
-    return softmax(test_logits @ a + b)
+    fitted = calibration.fit_matrix_scaling(val_logits, val_labels)
+    return softmax(test_logits @ fitted.kernel + fitted.bias)
 
 
 def _dirichlet_odir(val_logits, val_labels, test_logits):
@@ -575,7 +578,8 @@ def main(argv=None):
     if args.epochs:
         config["epochs"] = args.epochs
     command = (
-        f"python examples/calibration_benchmarks/run.py --data DIR --dataset {args.dataset} "
+        f"{environment_prefix()} python examples/calibration_benchmarks/run.py --data DIR "
+        f"--dataset {args.dataset} "
         f"--seeds {' '.join(map(str, args.seeds))}"
         + (f" --epochs {args.epochs}" if args.epochs else "")
     )

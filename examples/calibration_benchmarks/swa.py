@@ -61,6 +61,7 @@ import text_data  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from markdown_blocks import write_block  # noqa: E402
+from result_commands import environment_prefix  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_JSON = ROOT / "notebooks" / "data" / "swa_20news.json"
@@ -72,7 +73,7 @@ def measure(logits, labels, val_logits, val_labels):
     """Test error, ECE (%), NLL, Brier; and the ECE (%) after temperature scaling fitted on
     the validation logits."""
     probabilities = table1.softmax(logits)
-    temperature = calibration.fit_temperature(val_logits, val_labels)
+    temperature = calibration.fit_temperature(val_logits, val_labels).temperature
     return {
         "error": float(100 * np.mean(probabilities.argmax(1) != labels)),
         "ece": float(100 * calibration.expected_calibration_error(probabilities, labels)),
@@ -156,7 +157,8 @@ def run_seed(splits, seed, starts, config, log=print):
                     "backend": keras.backend.backend(),
                     "keras_normkit": keras_normkit.__version__,
                     "command": (
-                        "python examples/calibration_benchmarks/swa.py --data DIR "
+                        f"{environment_prefix()} python examples/calibration_benchmarks/swa.py "
+                        "--data DIR "
                         f"--seeds {seed} --start {' '.join(map(str, starts))}"
                     ),
                 }

@@ -16,12 +16,16 @@ import json
 import os
 import pathlib
 import shlex
+import sys
 import time
 
 import keras
 import numpy as np
 import snn_models
 from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from result_commands import environment_prefix  # noqa: E402
 
 #: The budgeted grid, identical for every method (see README.md): depth is the point, so
 #: every depth of the paper's range is in it; width, learning rate and dropout are fixed.
@@ -191,9 +195,12 @@ def grid_args(grid):
 
 
 def command(script, data_env, extra):
-    """A shell command that re-runs one row (the data path as its environment variable)."""
+    """A shell command that re-runs one row: the environment it ran in (the backend, and
+    `PYTHONHASHSEED` and the thread counts when set: `examples/result_commands.py`), then the
+    script, the data path as its environment variable."""
     return " ".join(
-        ["python", f"examples/snn_benchmarks/{script}", "--data", f'"${data_env}"']
+        [environment_prefix(), "python", f"examples/snn_benchmarks/{script}"]
+        + ["--data", f'"${data_env}"']
         + [shlex.quote(str(a)) for a in extra]
     )
 

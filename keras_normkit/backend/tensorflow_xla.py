@@ -5,7 +5,8 @@ compiled by XLA (layers whose two equal algorithms cross over at different point
 without XLA, e.g. `FastWeightsRNN(implementation="auto")`, ask it). `xla_compiled(fn)` runs
 `fn` and its gradient as XLA clusters inside a plain TensorFlow graph. Both use TensorFlow
 APIs (the first a private one: TensorFlow's XLA control-flow context; if it moves, it
-answers `False`), so they live here and nowhere else.
+answers `False`), so they live here and nowhere else. Why a loop runs as XLA clusters:
+`benchmarks/DECISIONS.md#tensorflow-xla-clusters`.
 """
 
 import keras

@@ -1,5 +1,7 @@
 """Reading large arrays in row chunks (NumPy arrays and `numpy.memmap`s alike).
 
+`as_input_shape` returns a fitted map's `(n, c)` result in the shape of its input.
+
 Every pass of a calibration fit over its held-out logits runs over `chunk_slices`, reading
 each chunk with `read_rows`, so that a `numpy.memmap` far larger than memory (what
 `collect_logits` spills beyond its budget) is never loaded, or kept resident, whole.
@@ -51,3 +53,8 @@ def map_rows(function, array):
             for rows in chunk_slices(*array.shape)
         ]
     )
+
+
+def as_input_shape(q, inputs):
+    """Calibrated `(n, c)` values in the shape of the input (`(n,)` stays `(n,)`)."""
+    return q[:, 0] if np.ndim(inputs) == 1 else q

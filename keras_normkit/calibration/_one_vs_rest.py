@@ -1,4 +1,4 @@
-"""One-vs-rest machinery shared by histogram binning, isotonic calibration and Platt scaling.
+"""One-vs-rest machinery shared by the binning maps (histogram, isotonic, BBQ) and Platt scaling.
 
 A binary classifier (one logit, or one probability of class 1) has one column to calibrate:
 the probability of class 1. A classifier with k >= 2 outputs has k columns: column j is the
@@ -11,14 +11,16 @@ direction left to renormalize: it becomes the uniform distribution 1/k (as sciki
 NumPy functions (for the fits, in float64) and their `keras.ops` twins (for the served graph,
 in float32) live side by side here so that both follow one definition, with the two shared
 bases: `OneVsRestMap` (the fitted maps' `num_columns`, `predict` and `repr`) and
-`_OneVsRestCalibrator` (the Keras wrapper's call: columns, map, renormalization).
+`OneVsRestWrapper` (the Keras wrapper's call: columns, map, renormalization). Shared by two
+rooms (`binning/` and `scaling/platt.py`), so it lives beside them; the binning maps' table
+lookups are in `binning/_lookup.py`.
 """
 
 import numpy as np
 from keras import ops
 
-from keras_normkit.calibration import _arrays, _validation
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration import _arrays, _numeric, _validation
+from keras_normkit.calibration.base import CalibrationWrapper
 
 _TINY32 = float(np.finfo(np.float32).tiny)
 
@@ -34,17 +36,16 @@ def probability_columns(probabilities, labels, name="probabilities"):
     Binary input (`(n,)` or `(n, 1)` probabilities of class 1) gives one column (c = 1),
     `(n, k)` softmax probabilities give k columns.
     """
-    _, binary = _validation.check_logits(probabilities, name)
-    checked = _validation.check_probabilities(probabilities, name)  # (n, 2) when binary
-    labels = _validation.check_labels(labels, *checked.shape)
+    checked, labels, binary = _validation.check_probabilities_and_labels(
+        probabilities, labels, name
+    )  # (n, 2) when binary
     columns = checked[:, 1:] if binary else checked
     return columns, labels, binary
 
 
 def checked_columns(probabilities, num_columns):
     """Validated float64 columns of `probabilities` for a map fitted on `num_columns`."""
-    _, binary = _validation.check_logits(probabilities, "probabilities")
-    checked = _validation.check_probabilities(probabilities)
+    checked, binary = _validation.check_probabilities(probabilities)
     columns = checked[:, 1:] if binary else checked
     if columns.shape[1] != num_columns:
         raise ValueError(
@@ -60,19 +61,6 @@ def targets(labels, column, num_columns):
     return (labels == (1 if num_columns == 1 else column)).astype(np.float64)
 
 
-def padded_rows(rows, shape, fill=None):
-    """`rows` (1-D arrays, one per column) left-aligned in a float32 array of `shape`.
-
-    The rest of row `j` holds `fill`, or repeats of `rows[j][-1]` when `fill` is `None`: how
-    the fitted tables of varying length fill the calibration wrappers' fixed-size weights.
-    """
-    padded = np.empty(shape, np.float32)
-    for j, row in enumerate(rows):
-        padded[j, : len(row)] = row
-        padded[j, len(row) :] = row[-1] if fill is None else fill
-    return padded
-
-
 def renormalize(q):
     """Rows of `q` `(n, c)` divided by their sums (c > 1); zero rows become uniform."""
     if q.shape[1] == 1:
@@ -80,11 +68,6 @@ def renormalize(q):
     total = q.sum(axis=1, keepdims=True)
     uniform = np.full_like(q, 1.0 / q.shape[1])
     return np.divide(q, total, out=uniform, where=total > 0)
-
-
-def as_input_shape(q, probabilities):
-    """Calibrated `(n, c)` values in the shape of the input (`(n,)` stays `(n,)`)."""
-    return q[:, 0] if np.ndim(probabilities) == 1 else q
 
 
 def log_odds(logits):
@@ -97,8 +80,7 @@ def log_odds(logits):
     z = np.asarray(logits, dtype=np.float64)
     if z.shape[1] == 1:
         return z
-    d = z - z.max(axis=1, keepdims=True)
-    e = np.exp(d)
+    d, e, _ = _numeric.shifted_exponentials(z)
     is_max = np.zeros(z.shape, dtype=bool)
     is_max[np.arange(len(z)), z.argmax(axis=1)] = True
     rest = np.where(is_max, 0.0, e).sum(axis=1, keepdims=True)
@@ -141,39 +123,6 @@ def ops_renormalize(q):
     return ops.where(positive, q / safe, ops.ones_like(q) / q.shape[-1])
 
 
-def ops_count_below(table, values, strict):
-    """For every `values[i, j]`: how many entries of the sorted row `table[j]` are below it.
-
-    `table` is `(c, B)`, each row non-decreasing; `values` is `(n, c)`. Counts entries
-    `< value` (`strict=True`) or `<= value`. A branch-free binary search in keras.ops:
-    ceil(log2(B + 1)) rounds of one gather and one comparison, for every backend and for
-    SavedModel export (no `searchsorted` over a batch of tables is needed).
-    """
-    num_columns, size = table.shape
-    flat = ops.reshape(table, (-1,))
-    offsets = ops.arange(num_columns, dtype="int32") * size
-    position = ops.cast(ops.zeros_like(values), "int32")
-    step = 1
-    while 2 * step <= size:
-        step *= 2
-    while step >= 1 and size > 0:
-        candidate = position + step
-        index = ops.minimum(candidate, size) - 1 + offsets
-        entry = ops.take(flat, index)
-        below = ops.less(entry, values) if strict else ops.less_equal(entry, values)
-        accept = ops.logical_and(ops.less_equal(candidate, size), below)
-        position = ops.where(accept, candidate, position)
-        step //= 2
-    return position
-
-
-def ops_gather(table, index):
-    """`table[j, index[i, j]]` for a `(c, B)` table and `(n, c)` int32 indices."""
-    num_columns, size = table.shape
-    offsets = ops.arange(num_columns, dtype="int32") * size
-    return ops.take(ops.reshape(table, (-1,)), index + offsets)
-
-
 # --------------------------------------------------------------------------------------
 # The fitted maps (NumPy) and the Keras wrapper.
 # --------------------------------------------------------------------------------------
@@ -207,7 +156,7 @@ class OneVsRestMap:
         q = np.empty_like(columns)
         for j in range(self.num_columns):
             q[:, j] = self._map_column(j, columns[:, j])
-        return as_input_shape(renormalize(q), probabilities)
+        return _arrays.as_input_shape(renormalize(q), probabilities)
 
     def _summary(self):
         return f"columns={self.num_columns}"
@@ -216,7 +165,7 @@ class OneVsRestMap:
         return f"{type(self).__name__}({self._summary()})"
 
 
-class _OneVsRestCalibrator(_CalibratedClassifier):
+class OneVsRestWrapper(CalibrationWrapper):
     """Shared machinery of the one-vs-rest maps (histogram binning, isotonic, Platt).
 
     The map acts on c columns (c = 1 for a binary classifier: the probability of class 1;
@@ -260,69 +209,3 @@ class _OneVsRestCalibrator(_CalibratedClassifier):
 
     def _check_calibrated_map(self):
         self._check_calibrated("report a fitted map")
-
-
-def assign_table_pair(first, first_rows, second, second_rows, first_fill=None):
-    """Store a fit's two tables of per-column rows (breakpoints, values) into the weights
-    `first` and `second`, each row padded to the weight's width (`padded_rows`)."""
-    first.assign(padded_rows(first_rows, first.shape, fill=first_fill))
-    second.assign(padded_rows(second_rows, second.shape))
-
-
-class _SizedTablesCalibrator(_OneVsRestCalibrator):
-    """A one-vs-rest wrapper whose map is two tables of shape `(c, num_breakpoints)`.
-
-    Keras cannot add weights to a built layer, so the size is fixed when the tables are
-    created: by the first `calibrate`, as twice what its fit needs (room to recalibrate on
-    similar data), or, for a wrapper built before (called, wired into a model), as
-    `DEFAULT_NUM_BREAKPOINTS`. A subclass names its tables and their initializers in
-    `_tables`, calls `_init_tables(num_breakpoints)` at the end of `__init__`, and assigns a
-    fit with `_assign_tables(first_rows, second_rows, first_fill)`.
-    """
-
-    DEFAULT_NUM_BREAKPOINTS = 1024
-    _tables = ()  # ((name, initializer), (name, initializer))
-    _fit_name = ""
-
-    def _init_tables(self, num_breakpoints):
-        self.num_breakpoints = num_breakpoints
-        self._sized = True  # from now on `_create_calibration_weights` creates them
-        if self.num_classes is not None and num_breakpoints is not None:
-            self._create_calibration_weights(self.num_classes)
-
-    def _create_calibration_weights(self, num_classes):
-        if not getattr(self, "_sized", False):  # called by the base __init__: see above
-            return
-        if self.num_breakpoints is None:  # built before `calibrate` (called, wired, loaded)
-            self.num_breakpoints = self.DEFAULT_NUM_BREAKPOINTS
-        shape = (self._num_columns(num_classes), self.num_breakpoints)
-        for name, initializer in self._tables:
-            weight = self.add_weight(
-                shape=shape, initializer=initializer, trainable=False, name=name
-            )
-            setattr(self, name, weight)
-
-    def _create_weights_for_calibration(self, num_classes):
-        pass  # `_assign_tables` creates them, at the size the fit needs
-
-    def _calibration_weights_created(self):
-        return getattr(self, self._tables[-1][0], None) is not None
-
-    def _assign_tables(self, first_rows, second_rows, first_fill=None):
-        """Create the tables if needed and store the fitted rows, padded (`padded_rows`)."""
-        needed = max(2, max(len(row) for row in second_rows))
-        if not self._calibration_weights_created():
-            if self.num_breakpoints is None:
-                self.num_breakpoints = 2 * needed
-            self._create_calibration_weights(self.num_classes)
-        if needed > self.num_breakpoints:
-            name = type(self).__name__
-            raise ValueError(
-                f"The {self._fit_name} fit needs {needed} breakpoints, more than this "
-                f"{name}'s weights hold (num_breakpoints={self.num_breakpoints}, fixed when "
-                "they were created: by the first `calibrate`, as twice what it needed, or "
-                f"by `build` before it, as {self.DEFAULT_NUM_BREAKPOINTS}). Create a new "
-                f"wrapper, e.g. {name}(model, num_breakpoints={2 * needed})."
-            )
-        first, second = (getattr(self, name) for name, _ in self._tables)
-        assign_table_pair(first, first_rows, second, second_rows, first_fill)

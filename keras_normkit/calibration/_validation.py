@@ -141,8 +141,9 @@ def check_two_classes(labels, method, consequence):
 
 
 def check_probabilities(probabilities, name="probabilities", atol=1e-3):
-    """Validated probabilities `(n, k)` (`(n,)`/`(n, 1)` binary become `(n, 2)`), float64.
+    """Validated probabilities `(n, k)` float64 and whether the input was binary.
 
+    `(n,)`/`(n, 1)` probabilities of class 1 (binary) become the two columns (1 - p, p).
     Rows must lie in [0, 1] and (for `k >= 2`) sum to 1 within `atol`: logits passed where
     probabilities are expected are rejected, not squashed.
     """
@@ -155,14 +156,25 @@ def check_probabilities(probabilities, name="probabilities", atol=1e-3):
             "sigmoid first)."
         )
     if binary:
-        return np.concatenate([1.0 - probabilities, probabilities], axis=1)
+        return np.concatenate([1.0 - probabilities, probabilities], axis=1), True
     sums = probabilities.sum(axis=1)
     if np.abs(sums - 1.0).max() > atol:
         raise ValueError(
             f"Each row of `{name}` must sum to 1 (a softmax output). Received row sums in "
             f"[{sums.min():.6g}, {sums.max():.6g}]."
         )
-    return probabilities
+    return probabilities, False
+
+
+def check_probabilities_and_labels(probabilities, labels, name="probabilities"):
+    """Validated probabilities `(n, k)` float64, integer labels `(n,)` and whether binary.
+
+    The check of every measure and every probability-based fit: `check_probabilities`
+    (binary input becomes two columns, k = 2), then `check_labels` against its k classes.
+    """
+    probabilities, binary = check_probabilities(probabilities, name)
+    labels = check_labels(labels, *probabilities.shape)
+    return probabilities, labels, binary
 
 
 def check_num_bins(num_bins):

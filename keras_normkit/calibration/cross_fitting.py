@@ -23,7 +23,7 @@ import numpy as np
 
 from keras_normkit._validation import check_int
 from keras_normkit.calibration import _arrays
-from keras_normkit.calibration.wrappers import _CalibratedClassifier
+from keras_normkit.calibration.base import CalibrationWrapper
 
 __all__ = ["CrossFittedCalibration"]
 
@@ -41,7 +41,7 @@ def _member_kwargs(config):
 
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
-class CrossFittedCalibration(_CalibratedClassifier):
+class CrossFittedCalibration(CalibrationWrapper):
     """Cross-fitted calibration: the mean of k calibrators, each fitted on one fold.
 
     `calibrate(x, y)` runs the classifier once over the held-out data, splits the examples
@@ -90,7 +90,7 @@ class CrossFittedCalibration(_CalibratedClassifier):
     """
 
     def __init__(self, calibrator, cv=5, member_configs=None, **kwargs):
-        if not isinstance(calibrator, _CalibratedClassifier) or isinstance(
+        if not isinstance(calibrator, CalibrationWrapper) or isinstance(
             calibrator, CrossFittedCalibration
         ):
             raise TypeError(

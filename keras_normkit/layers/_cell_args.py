@@ -3,6 +3,8 @@
 `FastWeightsRNN`, `QRN` and the layer-normalized RNN layers take their cell's constructor
 arguments as their own: `cell_arguments(cell_class, values)` picks them out of the layer's
 arguments (to build the cell) and out of the cell's config (for the layer's `get_config`).
+`activation_name(function)` names a cell's activation for the native PyTorch loops
+(`keras_normkit.backend.torch_rnn`), which take activations by name.
 """
 
 import functools
@@ -10,7 +12,7 @@ import inspect
 
 import keras
 
-__all__ = ["cell_arguments"]
+__all__ = ["activation_name", "cell_arguments"]
 
 
 @functools.cache
@@ -47,3 +49,20 @@ def cell_arguments(cell_class, values):
         and without the base layer arguments (`name`, `dtype`, `trainable`).
     """
     return {name: values[name] for name in _argument_names(cell_class) if name in values}
+
+
+# The Keras activations the native loops know (`keras_normkit.backend.torch_rnn.ACTIVATIONS`).
+_NATIVE_ACTIVATIONS = ("tanh", "sigmoid", "relu", "linear")
+
+
+def activation_name(function):
+    """The name of `function` if it is one of Keras's `tanh`, `sigmoid`, `relu`, `linear`
+    (the activations the native loops run), else `None`.
+
+    An identity test against `keras.activations`, nothing that `torch.compile` cannot trace
+    (`keras.activations.serialize` is one).
+    """
+    for name in _NATIVE_ACTIVATIONS:
+        if function is getattr(keras.activations, name):
+            return name
+    return None

@@ -36,7 +36,7 @@ from keras_normkit._validation import check_int, check_number, check_seed
 # Keras 3 exports no public base for dropout-aware cells; `keras.layers.RNN` recognises
 # `DropoutRNNCell` to pre-sample the masks once per batch (needed for JAX and XLA).
 from keras_normkit.backend.keras_compat import DropoutRNNCell, backend_rnn
-from keras_normkit.layers._cell_args import cell_arguments
+from keras_normkit.layers._cell_args import activation_name, cell_arguments
 from keras_normkit.ops.layer_norm import layer_norm, normalize
 
 
@@ -173,6 +173,37 @@ class _LayerNormCellBase(keras.layers.Layer, DropoutRNNCell):
             constraint=self.bias_constraint,
         )
 
+    def _torch_loop_arguments(self, sequences, initial_state, training):
+        """What every native PyTorch loop (`keras_normkit.backend.torch_rnn`) takes from the
+        cell: its weights as tensors (read under the layer's autocast scope), its norms as
+        `(gamma, beta, epsilon)` by name, the activations' names and the dropout masks."""
+        tensor = ops.convert_to_tensor
+        arguments = {
+            "kernel": tensor(self.kernel),
+            "recurrent_kernel": tensor(self.recurrent_kernel),
+            "bias": tensor(self.bias) if self.use_bias else None,
+            "activation": activation_name(self.activation),
+            "input_mask": None,
+            "recurrent_mask": None,
+        }
+        for norm in self._norms():
+            arguments[norm.name] = (tensor(norm.gamma), tensor(norm.beta), norm.epsilon)
+        if training and self.dropout > 0:
+            arguments["input_mask"] = self.get_dropout_mask(sequences[:, 0, :])
+        if training and self.recurrent_dropout > 0:
+            arguments["recurrent_mask"] = self.get_recurrent_dropout_mask(initial_state[0])
+        return arguments
+
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        """The whole sequence on PyTorch's native loop (`keras_normkit.backend.torch_rnn`).
+
+        Returns `(last_output, outputs, states)` as Keras's `backend.rnn`;
+        `rnn_arguments`: `go_backwards`, `return_sequences`, `zero_output_for_mask`. Raises
+        `NotImplementedError` where the native loop does not apply (an activation it does
+        not know): the layer then runs Keras's loop.
+        """
+        raise NotImplementedError
+
     def _dropped_inputs(self, inputs, training):
         if training and self.dropout > 0:
             return inputs * self.get_dropout_mask(inputs)
@@ -278,7 +309,23 @@ class _LayerNormRNNBase(keras.layers.RNN):
         return super().call(sequences, mask=mask, training=training, initial_state=initial_state)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
-        if keras.backend.backend() != "tensorflow":
+        backend = keras.backend.backend()
+        if backend == "torch":
+            # PyTorch: the cell's native loop, one autograd node for the whole sequence,
+            # as Keras's LSTM tries `backend.lstm`, and Keras's loop where it does not apply.
+            try:
+                return self.cell.torch_loop(
+                    sequences,
+                    initial_state,
+                    mask[0] if keras.tree.is_nested(mask) else mask,
+                    training,
+                    go_backwards=self.go_backwards,
+                    return_sequences=self.return_sequences,
+                    zero_output_for_mask=self.zero_output_for_mask,
+                )
+            except NotImplementedError:
+                pass
+        if backend != "tensorflow":
             return super().inner_loop(sequences, initial_state, mask, training=training)
         # TensorFlow's time loop is a graph `while` whose body would read (and cast, under
         # mixed precision) every weight of the cell at every step, slice the GRU's weights

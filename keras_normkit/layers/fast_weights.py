@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell
-from keras_normkit.layers._cell_args import cell_arguments
+from keras_normkit.layers._cell_args import activation_name, cell_arguments
 from keras_normkit.ops.fast_weights_loop import matvec, static_steps
 from keras_normkit.ops.fast_weights_rnn import (
     IMPLEMENTATIONS,
@@ -203,7 +203,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
         gamma = self.gamma if gamma is None else gamma
         beta = self.beta if beta is None else beta
         # Automatic differentiation of the shared formula, not its hand-derived gradient,
-        # inside this layer's XLA-compiled loop (why: benchmarks/README.md).
+        # inside this layer's XLA-compiled loop (benchmarks/DECISIONS.md#layer-norm-gradient).
         return layer_norm(z, gamma, beta, self.layer_norm_epsilon, derived_gradient=False)
 
     def settle(self, boundary, fast_apply, gamma=None, beta=None):
@@ -329,13 +329,18 @@ class FastWeightsRNN(keras.layers.RNN):
     XLA-compiled — `fit` with the CPU default `jit_compile="auto"` — runs the loop as an
     XLA cluster, and its gradient as a second one that recomputes the forward pass. Eager
     calls, inference and `tf.distribute` runs keep the plain graph, so exported SavedModels
-    never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this).
+    never need XLA (`keras_normkit.ops.fast_weights_rnn`, the layer's engine, plans this;
+    why: `benchmarks/DECISIONS.md#tensorflow-xla-clusters`). On PyTorch the layer runs a
+    native loop with a hand-written backward pass (`keras_normkit.backend.torch_rnn`, the
+    matrix form, whatever `implementation` says), except to train on a CPU with a large
+    `batch · units²`, where the chunked loop is faster
+    (`benchmarks/DECISIONS.md#torch-fast-weights-cpu`).
 
-    `"auto"` picks `"memory"` when the time axis is static and `T <= 1.3 * units` with XLA
-    (`jit_compile=True`, the JAX backend), `T <= 1.2 * units` as XLA clusters (both for
-    `units >= 48`), `T <= 0.8 * units` and `units >= 64` otherwise (crossovers measured on a
-    CPU; the figures are in `benchmarks/README.md`); else `"matrix"`, and always `"matrix"`
-    for `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
+    `"auto"` picks `"memory"` when the time axis is static and `T` is short relative to
+    `units`, below a crossover measured for each way the loop runs (with XLA, as XLA
+    clusters, with plain ops: the rule and its measurement are in
+    `benchmarks/DECISIONS.md#fast-weights-auto-form`); else `"matrix"`, and always
+    `"matrix"` for `stateful=True`. Masked (padded) steps leave `h` and `A` unchanged. States are `[h, A]`
     with `A` flattened to `(batch, units * units)`, as for the cell.
 
     Args:
@@ -474,6 +479,13 @@ class FastWeightsRNN(keras.layers.RNN):
         cell, units = self.cell, self.units
         if keras.tree.is_nested(mask):
             mask = mask[0]
+        if keras.backend.backend() == "torch":
+            # PyTorch: the native loop (one autograd node for the sequence), as Keras's LSTM
+            # tries `backend.lstm`; Keras-ops loop below where it does not apply.
+            try:
+                return self._torch_loop(sequences, initial_state, mask, training)
+            except NotImplementedError:
+                pass
         h0, a0 = initial_state
         # The coefficients: dropout masks, and the weights read as tensors under the layer's
         # autocast scope (the engine may run the loop as an XLA cluster, which reads no
@@ -511,6 +523,47 @@ class FastWeightsRNN(keras.layers.RNN):
         )
         # keras.layers.RNN casts `outputs` even when it returns only the last output.
         outputs = last[:, None] if outputs is None else outputs
+        return last, outputs, [h, ops.reshape(a, (-1, units * units))]
+
+    def _torch_loop(self, sequences, initial_state, mask, training):
+        """`inner_loop` on PyTorch's native loop (`keras_normkit.backend.torch_rnn`)."""
+        from keras_normkit.backend import torch_rnn
+
+        cell, units, tensor = self.cell, self.units, ops.convert_to_tensor
+        h0, a0 = initial_state
+        if self._zero_initial_fast_weights:
+            a0 = None
+        else:
+            a0 = ops.reshape(a0, (-1, units, units))
+        last, outputs, (h, a) = torch_rnn.fast_weights_rnn(
+            sequences,
+            [h0, a0],
+            kernel=tensor(cell.kernel),
+            recurrent_kernel=tensor(cell.recurrent_kernel),
+            bias=tensor(cell.bias) if cell.use_bias else None,
+            norm=(
+                (tensor(cell.gamma), tensor(cell.beta), cell.layer_norm_epsilon)
+                if cell.use_layer_norm
+                else None
+            ),
+            inner_steps=cell.inner_steps,
+            decay=cell.decay,
+            fast_learning_rate=cell.fast_learning_rate,
+            activation=activation_name(cell.activation),
+            preliminary_layer_norm=cell.preliminary_layer_norm,
+            mask=mask,
+            input_mask=(
+                cell.get_dropout_mask(sequences[:, 0, :]) if training and cell.dropout > 0 else None
+            ),
+            recurrent_mask=(
+                cell.get_recurrent_dropout_mask(h0)
+                if training and cell.recurrent_dropout > 0
+                else None
+            ),
+            go_backwards=self.go_backwards,
+            return_sequences=self.return_sequences,
+            zero_output_for_mask=self.zero_output_for_mask,
+        )
         return last, outputs, [h, ops.reshape(a, (-1, units * units))]
 
     def get_config(self):

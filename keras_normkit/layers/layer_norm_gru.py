@@ -20,6 +20,7 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450; Cho
 import keras
 from keras import activations, ops
 
+from keras_normkit.layers._cell_args import activation_name
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormGRUCell", "LayerNormGRU"]
@@ -161,6 +162,19 @@ class LayerNormGRUCell(_LayerNormCellBase):
         h = z * h_tm1 + (1 - z) * candidate
         return h, ([h] if nested else h)
 
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_gru(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            recurrent_activation=activation_name(self.recurrent_activation),
+            reset_after=self.reset_after,
+            mask=mask,
+            **rnn_arguments,
+        )
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -180,6 +194,9 @@ class LayerNormGRU(_LayerNormRNNBase):
     recurrent projection `h_{t-1} U` are layer-normalized separately before the update
     and reset gates and the candidate are formed in Keras's GRU order (see the cell for
     the formulas with `reset_after=True` and `False`).
+
+    On PyTorch the layer runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop.
 
     Args:
         units: Positive integer, dimensionality of the output space.

@@ -18,6 +18,7 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450, §3
 import keras
 from keras import activations, initializers, ops
 
+from keras_normkit.layers._cell_args import activation_name
 from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase, _LayerNormRNNBase
 
 __all__ = ["LayerNormLSTMCell", "LayerNormLSTM"]
@@ -170,6 +171,19 @@ class LayerNormLSTMCell(_LayerNormCellBase):
         h = o * self.activation(c_normalized)
         return h, [h, c_normalized if self.carry_normalized_state else c]
 
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_lstm(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            recurrent_activation=activation_name(self.recurrent_activation),
+            carry_normalized_state=self.carry_normalized_state,
+            mask=mask,
+            **rnn_arguments,
+        )
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -190,7 +204,8 @@ class LayerNormLSTM(_LayerNormRNNBase):
     `c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g)`, `h_t = sigmoid(o) tanh(LN_c(c_t))`
     over a sequence: `keras.layers.RNN` around a `LayerNormLSTMCell` (see it for the
     formula, the difference from TF-Addons and `carry_normalized_state`). There is no
-    cuDNN kernel for it: the generic RNN loop runs (XLA-compilable).
+    cuDNN kernel for it: on PyTorch it runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop (XLA-compilable).
 
     Args:
         units: Positive integer, dimensionality of the output space.

@@ -9,7 +9,8 @@ them in `keras.layers.RNN`.
 
 This module gathers the six classes under their original import path; each family lives in
 its own module (`layer_norm_simple_rnn`, `layer_norm_lstm`, `layer_norm_gru`, with the
-formulas) and their shared cell and layer bases in `_layer_norm_rnn_base`. Saved `.keras`
+formulas) and their shared (private) cell and layer bases in `_layer_norm_rnn_base`, which
+this module does not re-export. Saved `.keras`
 files name the classes by their registered names (`keras_normkit>LayerNormLSTMCell`, ...),
 which did not change.
 
@@ -17,8 +18,6 @@ Reference: Ba, Kiros, Hinton, "Layer Normalization", 2016, arXiv:1607.06450.
 """
 
 from keras_normkit.layers import layer_norm_gru, layer_norm_lstm, layer_norm_simple_rnn
-from keras_normkit.layers._layer_norm_rnn_base import _LayerNormCellBase as _LayerNormCellBase
-from keras_normkit.layers._layer_norm_rnn_base import _LayerNormRNNBase as _LayerNormRNNBase
 from keras_normkit.layers.layer_norm_gru import LayerNormGRU as LayerNormGRU
 from keras_normkit.layers.layer_norm_gru import LayerNormGRUCell as LayerNormGRUCell
 from keras_normkit.layers.layer_norm_lstm import LayerNormLSTM as LayerNormLSTM

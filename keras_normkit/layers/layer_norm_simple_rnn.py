@@ -106,6 +106,17 @@ class LayerNormSimpleRNNCell(_LayerNormCellBase):
         h = self.activation(z)
         return h, ([h] if isinstance(states, (list, tuple)) else h)
 
+    def torch_loop(self, sequences, initial_state, mask, training, **rnn_arguments):
+        from keras_normkit.backend import torch_rnn
+
+        return torch_rnn.layer_norm_simple_rnn(
+            sequences,
+            initial_state,
+            **self._torch_loop_arguments(sequences, initial_state, training),
+            mask=mask,
+            **rnn_arguments,
+        )
+
 
 @keras.saving.register_keras_serializable(package="keras_normkit")
 class LayerNormSimpleRNN(_LayerNormRNNBase):
@@ -113,6 +124,9 @@ class LayerNormSimpleRNN(_LayerNormRNNBase):
 
     `h_t = activation(LN(x_t W + h_{t-1} U) + b)` over a sequence: `keras.layers.RNN`
     around a `LayerNormSimpleRNNCell` (see it for the formula and the cell arguments).
+
+    On PyTorch the layer runs a native loop with a hand-written backward pass
+    (`keras_normkit.backend.torch_rnn`), elsewhere the generic RNN loop.
 
     Args:
         units: Positive integer, dimensionality of the output space.

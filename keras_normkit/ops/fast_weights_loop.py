@@ -18,7 +18,8 @@ to whole chunks). Inside a chunk starting at `t0`,
 (`n_k`: unmasked steps of the chunk before step `k`; masked steps neither write nor decay),
 so the chunk's own new states are applied from a small stack and `A` is written once per
 chunk: the loop carries, and back-propagation stores, `A` once per 8 steps instead of once
-per step, and the per-step rank-one write of `A` disappears.
+per step, and the per-step rank-one write of `A` disappears
+(`benchmarks/DECISIONS.md#fast-weights-chunk`).
 
 Matrix vs memory forms (`implementation`), algebraically equal:
 
@@ -33,7 +34,8 @@ of 48 steps or more (6 chunks) it runs consecutive loops over growing history bu
 (`memory_segments`): two loops from 6 chunks, three from 9, four from 12 chunks
 (96 steps). Each loop attends over a buffer just as long as the history at its end, where
 one loop would attend over (and back-propagation would store, at every iteration) the
-full-length buffer: with `k` equal loops the work is `(k + 1) / (2k)` of one loop's.
+full-length buffer: with `k` equal loops the work is `(k + 1) / (2k)` of one loop's
+(`benchmarks/DECISIONS.md#fast-weights-memory-loops`).
 
 The loop itself is the backend's RNN loop (`keras_normkit.backend.keras_compat.backend_rnn`,
 what `keras.layers.RNN` runs), so it compiles with XLA and exports like a Keras RNN.
@@ -92,7 +94,7 @@ def memory_segments(n_chunks):
     the attention work (and the history back-propagation stores) is `(k + 1) / (2k)` of
     one loop over the full buffer. More loops cut that work further, but each loop
     compiles on its own under XLA, so the first step's compile time grows with their
-    number: hence at most four (the measurements: `benchmarks/README.md`).
+    number: hence at most four (`benchmarks/DECISIONS.md#fast-weights-memory-loops`).
     """
     if n_chunks is None or n_chunks < 2 * _CHUNKS_PER_LOOP:
         return [(0, n_chunks)]
@@ -109,9 +111,8 @@ def chunk_size(steps, xla):
     (`jit_compile`, JAX, the layer's XLA clusters) as one step per iteration: an unrolled
     chunk's intra-chunk products grow as the square of the chunk, and XLA compiles such a
     chunk and its gradient many times slower than the loop of single steps, whose train
-    step is as fast (`benchmarks/bench_fast_weights.py --section first`; the figures are
-    in `benchmarks/README.md`). That loop carries at most 12 `A` (or histories of 12
-    states) for back-propagation.
+    step is as fast (`benchmarks/DECISIONS.md#fast-weights-chunk`). That loop carries at
+    most 12 `A` (or histories of 12 states) for back-propagation.
     """
     if steps > CHUNK * 3 // 2:
         return CHUNK
@@ -185,7 +186,7 @@ def _fast_apply_in_chunk(global_apply, decay, stacked, weights):
         out = global_apply(v, decay)
         if stacked is not None:
             # Products and sums, not einsum: TensorFlow's einsum kernels are slow on these
-            # small tensors without XLA (benchmarks/README.md).
+            # small tensors without XLA (benchmarks/DECISIONS.md#fast-weights-chunk-products).
             scores = ops.sum(stacked * v[:, None, :], axis=-1) * weights
             out = out + ops.sum(scores[:, :, None] * stacked, axis=1)
         return out

@@ -11,17 +11,17 @@ sequence, given tensors and a step function (never a layer):
    step, so it runs as one XLA cluster, and its gradient as a second one that recomputes
    the forward pass (`keras_normkit.backend.tensorflow_xla.xla_compiled`). Never for an
    unknown `T` (XLA would compile again for every new length), eager calls, inference or
-   `tf.distribute`, so exported SavedModels never need XLA. `"xla"` when the whole
+   `tf.distribute`, so exported SavedModels never need XLA
+   (`benchmarks/DECISIONS.md#tensorflow-xla-clusters`). `"xla"` when the whole
    computation is XLA-compiled (`jit_compile=True`, JAX); `"plain"` otherwise (eager,
    inference without `jit_compile`, PyTorch).
 3. `choose_implementation`: what `implementation="auto"` runs: the memory form when the
    time axis is static, `units >= min_units` and `T <= ratio * units`, with
    `(min_units, ratio)` per mode (`_AUTO_MEMORY_RULE`), else the matrix form; always the
    matrix form for a stateful layer. The memory form's work grows with `T`, the matrix
-   form's with `units`, and the crossover depends on how the loop runs; the rule's figures
-   are the crossovers measured with `benchmarks/bench_fast_weights.py` (grid section), set
-   so that `"auto"` stays close to the faster form (the measurements are in
-   `benchmarks/README.md`).
+   form's with `units`, and the crossover depends on how the loop runs; the rule follows
+   the crossovers measured with `benchmarks/bench_fast_weights.py` (grid section), so that
+   `"auto"` stays close to the faster form (`benchmarks/DECISIONS.md#fast-weights-auto-form`).
 4. `fast_weights_rnn`: all of it, then `fast_weights_loop` with the caller's step, as XLA
    clusters in the `"xla_clusters"` mode.
 
@@ -50,7 +50,7 @@ MODES = ("plain", "xla_clusters", "xla")
 
 # `implementation="auto"`: the memory form iff the time axis is static and
 # units >= min_units and T <= ratio * units, with (min_units, ratio) per mode (see the
-# module docstring; the measurements behind the figures are in benchmarks/README.md).
+# module docstring; the measurement: benchmarks/DECISIONS.md#fast-weights-auto-form).
 _AUTO_MEMORY_RULE = {"plain": (64, 0.8), "xla_clusters": (48, 1.2), "xla": (48, 1.3)}
 
 # The names under which `fast_weights_rnn` passes its own tensors to the loop.

@@ -15,7 +15,7 @@ cost. The formula is `keras.layers.LayerNormalization`'s (same epsilon; tested t
 outputs and 1e-5 on gradients in float32); like it, half-precision inputs are normalized in
 float32 and cast back. `FastWeightsRNN` runs the same forward formula with automatic
 differentiation (`derived_gradient=False`) in its XLA-compiled loop (why:
-`benchmarks/README.md`).
+`benchmarks/DECISIONS.md#layer-norm-gradient`).
 
 On PyTorch, Keras's `LayerNormalization` already calls PyTorch's fused `layer_norm`
 kernel, and `keras.ops.custom_gradient` would wrap it in an `autograd.Function`:
@@ -76,7 +76,7 @@ def layer_norm(x, gamma, beta, epsilon, derived_gradient=True):
             formula above (`keras.ops.custom_gradient`), fewest operations, for a
             TensorFlow graph without XLA. `False`: automatic differentiation of the same
             forward formula, for XLA-compiled loops such as `FastWeightsRNN`'s (the
-            measurements behind both choices are in `benchmarks/README.md`).
+            measurements behind both choices: `benchmarks/DECISIONS.md#layer-norm-gradient`).
 
     Returns:
         A tensor of the shape and dtype of `x` (computed in at least float32).

@@ -12,7 +12,8 @@ Two algorithms, one per shape of the decay `a`:
   (`_decay_factors`), then the states at the chunk ends follow the same recurrence one
   level up (the decay being the product over a chunk), solved recursively
   (`_chunked_scan`). A few large operations instead of doubling passes: that is what
-  matters on a CPU, where per-operation overhead dominates.
+  matters on a CPU, where per-operation overhead dominates
+  (`benchmarks/DECISIONS.md#qrn-scan`).
 * one decay per unit (`a` of shape `(batch, T, units)`): the affine maps `h -> a_t h + b_t`
   are composed by Hillis-Steele doubling (`_hillis_steele`) inside blocks of `_BLOCK` = 32
   steps, the block ends again scanned one level up (`_blocked_scan`).

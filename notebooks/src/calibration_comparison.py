@@ -245,14 +245,14 @@ def fit_method(method, z, y):
     if method == "Platt":
         return fit_platt_scaling(z, y).predict
     if method == "temperature":
-        t = fit_temperature(z, y)
+        t = fit_temperature(z, y).temperature
         return lambda z: probabilities(z / t)
     if method == "vector":
-        w, b = fit_vector_scaling(z, y)
-        return lambda z: probabilities(z * w + b)
+        fitted = fit_vector_scaling(z, y)
+        return lambda z: probabilities(z * fitted.scale + fitted.bias)
     if method == "matrix":
-        a, b = fit_matrix_scaling(z, y)
-        return lambda z: probabilities(z @ a + b)
+        fitted = fit_matrix_scaling(z, y)
+        return lambda z: probabilities(z @ fitted.kernel + fitted.bias)
     if method == "Dirichlet (ODIR)":
         return fit_dirichlet_calibration(z, y).predict
     if method == "Dirichlet (ODIR, CV)":  # lambda = mu chosen by 5-fold CV on (z, y)
@@ -310,7 +310,7 @@ for name, setup in setups.items():
     p_train = probabilities(setup["z_train"])
     setup["train accuracy %"] = 100 * np.mean(predicted(p_train) == setup["y_train"])
     setup["train NLL"] = negative_log_likelihood(p_train, setup["y_train"])
-    t = fit_temperature(setup["z_val"], setup["y_val"])
+    t = fit_temperature(setup["z_val"], setup["y_val"]).temperature
     p_test = probabilities(setup["z_test"])
     confidence = np.maximum(p_test, 1 - p_test) if p_test.ndim == 1 else p_test.max(1)
     print(

@@ -85,12 +85,18 @@ def test_quick_run_of_the_current_backend_writes_the_schema(tmp_path):
     assert set(report) == {
         "schema",
         "script",
+        "command",
         "quick",
         "started_utc",
         "settings",
         "backends",
         "wall_s",
     }
+    # The command re-runs it, without the output file; the script sets each process's backend.
+    assert report["command"].endswith(
+        f"python benchmarks/accelerator.py --quick --backends {backend}"
+    )
+    assert "KERAS_BACKEND" not in report["command"] and "--json" not in report["command"]
     assert report["settings"]["rounds"] >= 1 and report["settings"]["max_minutes"] > 0
     assert list(report["backends"]) == [backend]
     part = report["backends"][backend]

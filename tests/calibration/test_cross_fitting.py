@@ -100,7 +100,7 @@ def test_temperature_members_and_round_trips(tmp_path):
     bounds = fold_bounds(1200, 3)
     for i, member in enumerate(wrapper.calibrators_):
         rows = slice(bounds[i], bounds[i + 1])
-        expected = fit_temperature(2.5 * x[rows], y[rows])
+        expected = fit_temperature(2.5 * x[rows], y[rows]).temperature
         assert member.temperature_ == pytest.approx(expected, rel=1e-5)
     reloaded = assert_round_trips(wrapper, x[:32])
     assert isinstance(reloaded, CrossFittedCalibration) and reloaded.cv == 3

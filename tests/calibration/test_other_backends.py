@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
             reloaded = keras.models.load_model(tmp + "/m.keras")
         np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(x[:16])), out, atol=1e-6)
     wrapper = TemperatureScaling(model).calibrate(x, y, verbose=0)
-    t = fit_temperature(2.5 * x, y)
+    t = fit_temperature(2.5 * x, y).temperature
     assert abs(wrapper.temperature_ - t) < 1e-5 * t, (wrapper.temperature_, t)
     z = 2.5 * x.astype(float) / wrapper.temperature_
     expected = np.exp(z - z.max(1, keepdims=True)); expected /= expected.sum(1, keepdims=True)

@@ -92,7 +92,7 @@ def test_pipeline_trains_caches_calibrates_and_reports(bench, tmp_path, monkeypa
     arrays, record = run.cached_logits(tmp_path / "cache", "reuters", 0)
     assert arrays["val_logits"].shape == (150, 3) and arrays["test_logits"].shape == (200, 3)
     assert np.array_equal(arrays["test_labels"], splits.test[1])
-    t = calibration.fit_temperature(arrays["val_logits"], splits.validation[1])
+    t = calibration.fit_temperature(arrays["val_logits"], splits.validation[1]).temperature
     expected = calibration.expected_calibration_error(
         run.softmax(arrays["test_logits"] / t), splits.test[1]
     )

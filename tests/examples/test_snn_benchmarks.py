@@ -8,6 +8,7 @@ import pathlib
 import shlex
 import sys
 
+import keras
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
@@ -24,6 +25,8 @@ import tox21  # noqa: E402
 import uci  # noqa: E402
 
 sys.path.remove(str(BENCH))
+sys.path.insert(0, str(BENCH.parent))
+import result_commands  # noqa: E402
 
 ROW_KEYS = {
     "dataset", "method", "n_examples", "layers", "units", "lr", "dropout", "optimizer", "epoch",
@@ -88,8 +91,11 @@ def test_uci_quick_rows_are_deterministic_and_rerunnable(tmp_path, monkeypatch):
         assert ROW_KEYS <= set(row) and 0 <= row["test"] <= 1 and row["layers"] == 4
     assert json.loads((tmp_path / "a.json").read_text()) == sorted(rows, key=lambda r: r["dataset"])
     assert uci.main(args) == []  # done rows are skipped
-    # the row's command re-runs it: same numbers
-    command = shlex.split(rows[0]["command"])
+    # the row's command names its environment, then re-runs it: same numbers
+    environment = result_commands.environment_of(rows[0]["command"])
+    assert environment["KERAS_BACKEND"] == keras.backend.backend()
+    assert environment.get("PYTHONHASHSEED") == os.environ.get("PYTHONHASHSEED")
+    command = shlex.split(rows[0]["command"])[len(environment) :]
     assert command[:2] == ["python", "examples/snn_benchmarks/uci.py"]
     assert command[command.index("--data") + 1] == "$NORMKIT_UCI121_DATA"
     assert command[command.index("--json") + 1] == str(tmp_path / "a.json")

@@ -1,0 +1,487 @@
+"""The PyTorch-native loops of the layer-normalized RNNs (`keras_normkit.backend.torch_rnn`).
+
+Three kinds of evidence: the hand-written backward passes against autograd
+(`torch.autograd.gradcheck`, float64, masks and dropout masks included); each layer's
+outputs and gradients against Keras's own loop over the same cell (the path the layers ran
+before, still the fallback) over the `keras.layers.RNN` options, in float32; and the launch
+count the loops exist for, counted with `torch.profiler`, in a test that also fails if a
+layer silently stops taking its native loop.
+
+The options are five booleans per case; the six rows of `PAIRWISE` take every pair of
+values of every two options at least once (a covering array), where all 32 combinations
+would take five times as long.
+"""
+
+import itertools
+from unittest import mock
+
+import keras
+import numpy as np
+import pytest
+
+from keras_normkit import layers
+
+if keras.backend.backend() != "torch":
+    pytest.skip("the native loops run on the PyTorch backend", allow_module_level=True)
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from keras_normkit.backend import torch_rnn  # noqa: E402
+
+B, T, F, H = 3, 6, 5, 4
+
+# (mask, dropout, go_backwards, return_sequences, the cell's variant): every pair of values
+# of every two options appears in some row.
+PAIRWISE = [
+    (False, False, False, False, False),
+    (False, True, True, True, True),
+    (True, False, True, False, True),
+    (True, True, False, True, False),
+    (True, True, True, False, False),
+    (False, False, False, True, True),
+]
+
+
+def test_pairwise_rows_cover_every_pair():
+    for i, j in itertools.combinations(range(5), 2):
+        pairs = {(row[i], row[j]) for row in PAIRWISE}
+        assert pairs == set(itertools.product([False, True], repeat=2)), (i, j)
+
+
+# --------------------------------------------------------------------------- gradcheck
+
+
+def _tensor(rng, *shape):
+    return torch.tensor(rng.standard_normal(shape), dtype=torch.float64, requires_grad=True)
+
+
+def _gain(rng, width):
+    return torch.tensor(1.0 + 0.3 * rng.standard_normal(width), requires_grad=True)
+
+
+def _step_masks(rng, with_mask, dropout):
+    mask = None
+    if with_mask:
+        mask = rng.random((B, T)) > 0.3
+        mask[:, 0] = False  # starts masked: the output stays zero until the first step
+        mask = torch.tensor(mask)
+
+    def dropout_mask(width):
+        return torch.tensor(rng.random((B, width)) > 0.3, dtype=torch.float64) / 0.7
+
+    return {
+        "mask": mask,
+        "input_mask": dropout_mask(F) if dropout else None,
+        "recurrent_mask": dropout_mask(H) if dropout else None,
+        # zero outputs on masked steps in half of the masked cases
+        "zero_output_for_mask": with_mask and dropout,
+    }
+
+
+def _gradcheck(function, names, tensors):
+    def run(*values):
+        last, outputs, states = function(**dict(zip(names, values, strict=True)))
+        return (last, outputs, *states)
+
+    assert torch.autograd.gradcheck(run, tensors, atol=1e-6, rtol=1e-4, fast_mode=True)
+
+
+def _check(run, rng, options, shapes):
+    with_mask, dropout, go_backwards, return_sequences, variant = options
+    common = _step_masks(rng, with_mask, dropout)
+    names = list(shapes)
+    tensors = [
+        _gain(rng, shape[0]) if name.startswith("g") else _tensor(rng, *shape)
+        for name, shape in shapes.items()
+    ]
+
+    def function(**values):
+        return run(
+            values,
+            variant,
+            go_backwards=go_backwards,
+            return_sequences=return_sequences,
+            **common,
+        )
+
+    _gradcheck(function, names, tensors)
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_lstm_backward_is_autograds(options):
+    def run(v, carry_normalized_state, **kwargs):
+        return torch_rnn.layer_norm_lstm(
+            v["x"],
+            [v["h0"], v["c0"]],
+            kernel=v["kernel"],
+            recurrent_kernel=v["recurrent_kernel"],
+            bias=v["bias"],
+            input_norm=(v["gx"], v["bx"], 1e-3),
+            recurrent_norm=(v["gh"], v["bh"], 1e-3),
+            state_norm=(v["gc"], v["bc"], 1e-3),
+            carry_normalized_state=carry_normalized_state,
+            **kwargs,
+        )
+
+    shapes = {
+        "x": (B, T, F),
+        "h0": (B, H),
+        "c0": (B, H),
+        "kernel": (F, 4 * H),
+        "recurrent_kernel": (H, 4 * H),
+        "bias": (4 * H,),
+        "gx": (4 * H,),
+        "bx": (4 * H,),
+        "gh": (4 * H,),
+        "bh": (4 * H,),
+        "gc": (H,),
+        "bc": (H,),
+    }
+    _check(run, np.random.default_rng(0), options, shapes)
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_gru_backward_is_autograds(options):
+    reset_after = not options[-1]
+
+    def run(v, _, **kwargs):
+        return torch_rnn.layer_norm_gru(
+            v["x"],
+            [v["h0"]],
+            kernel=v["kernel"],
+            recurrent_kernel=v["recurrent_kernel"],
+            bias=v["bias"],
+            input_norm=(v["gx"], v["bx"], 1e-3),
+            recurrent_norm=(v["gh"], v["bh"], 1e-3),
+            candidate_norm=None if reset_after else (v["gc"], v["bc"], 1e-3),
+            reset_after=reset_after,
+            **kwargs,
+        )
+
+    shapes = {
+        "x": (B, T, F),
+        "h0": (B, H),
+        "kernel": (F, 3 * H),
+        "recurrent_kernel": (H, 3 * H),
+        "bias": (2, 3 * H) if reset_after else (3 * H,),
+        "gx": (3 * H,),
+        "bx": (3 * H,),
+        "gh": (3 * H if reset_after else 2 * H,),
+        "bh": (3 * H if reset_after else 2 * H,),
+    }
+    if not reset_after:
+        shapes.update({"gc": (H,), "bc": (H,)})
+    _check(run, np.random.default_rng(1), options, shapes)
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_simple_rnn_backward_is_autograds(options):
+    def run(v, relu, **kwargs):
+        return torch_rnn.layer_norm_simple_rnn(
+            v["x"],
+            [v["h0"]],
+            kernel=v["kernel"],
+            recurrent_kernel=v["recurrent_kernel"],
+            bias=v["bias"],
+            norm=(v["g"], v["b"], 1e-3),
+            activation="relu" if relu else "tanh",
+            **kwargs,
+        )
+
+    shapes = {
+        "x": (B, T, F),
+        "h0": (B, H),
+        "kernel": (F, H),
+        "recurrent_kernel": (H, H),
+        "bias": (H,),
+        "g": (H,),
+        "b": (H,),
+    }
+    _check(run, np.random.default_rng(2), options, shapes)
+
+
+def _fast_weights(v, variant, **kwargs):
+    return torch_rnn.fast_weights_rnn(
+        v["x"],
+        [v["h0"], v.get("a0")],
+        kernel=v["kernel"],
+        recurrent_kernel=v["recurrent_kernel"],
+        bias=v["bias"],
+        norm=(v["g"], v["b"], 1e-5) if "g" in v else None,
+        inner_steps=2 if variant else 1,
+        decay=0.9,
+        fast_learning_rate=0.5,
+        activation=kwargs.pop("activation", "relu"),
+        preliminary_layer_norm=variant,
+        **kwargs,
+    )
+
+
+FAST_WEIGHTS_SHAPES = {
+    "x": (B, T, F),
+    "h0": (B, H),
+    "kernel": (F, H),
+    "recurrent_kernel": (H, H),
+    "bias": (H,),
+    "g": (H,),
+    "b": (H,),
+}
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_fast_weights_backward_is_autograds(options, monkeypatch):
+    """The variant: two inner steps, the preliminary norm, a given `A0`, and `A` kept
+    every 4 steps and recomputed between (every step's is kept otherwise)."""
+    variant = options[-1]
+    shapes = dict(FAST_WEIGHTS_SHAPES)
+    if variant:
+        shapes["a0"] = (B, H, H)
+        monkeypatch.setattr(torch_rnn, "FAST_WEIGHTS_KEEP_BYTES", 0)
+        monkeypatch.setattr(torch_rnn, "FAST_WEIGHTS_CHECKPOINT", 4)
+    _check(_fast_weights, np.random.default_rng(4), options, shapes)
+
+
+def test_fast_weights_without_norm_backward_is_autograds():
+    shapes = {k: v for k, v in FAST_WEIGHTS_SHAPES.items() if k not in ("g", "b")}
+
+    def run(v, variant, **kwargs):
+        return _fast_weights(v, variant, activation="tanh", **kwargs)
+
+    _check(run, np.random.default_rng(5), PAIRWISE[1], shapes)
+
+
+def test_fast_weights_trains_natively_on_the_cpu_up_to_the_crossover():
+    cpu = torch.device("cpu")
+    limit = torch_rnn.FAST_WEIGHTS_CPU_MAX_VALUES
+    assert torch_rnn.fast_weights_native(64, 64, cpu, training=True)  # 64 * 64**2 = 2**18
+    assert not torch_rnn.fast_weights_native(64, 128, cpu, training=True)
+    assert torch_rnn.fast_weights_native(64, 128, cpu, training=False)
+    assert torch_rnn.fast_weights_native(64, 128, torch.device("meta"), training=True)
+    x = torch.zeros(limit // 64 + 1, 2, 3)
+    with pytest.raises(NotImplementedError, match="slower on the CPU"):
+        torch_rnn.fast_weights_rnn(
+            x,
+            [torch.zeros(x.shape[0], 8), None],
+            kernel=torch.zeros(3, 8, requires_grad=True),
+            recurrent_kernel=torch.zeros(8, 8),
+            bias=None,
+            norm=None,
+            inner_steps=1,
+            decay=0.9,
+            fast_learning_rate=0.5,
+        )
+
+
+def test_unknown_activation_is_not_implemented():
+    x = torch.zeros(2, 3, 4)
+    with pytest.raises(NotImplementedError, match="activation='hard_sigmoid'"):
+        torch_rnn.layer_norm_simple_rnn(
+            x,
+            [torch.zeros(2, 4)],
+            kernel=torch.zeros(4, 4),
+            recurrent_kernel=torch.zeros(4, 4),
+            bias=None,
+            norm=(torch.ones(4), torch.zeros(4), 1e-3),
+            activation="hard_sigmoid",
+        )
+
+
+# ------------------------------------------------------ the layers against Keras's loop
+
+
+# (layer, the variant's arguments)
+LAYERS = {
+    "lstm": (layers.LayerNormLSTM, {"carry_normalized_state": True}),
+    "gru": (layers.LayerNormGRU, {"reset_after": False}),
+    "simple_rnn": (layers.LayerNormSimpleRNN, {"activation": "relu"}),
+    "fast_weights": (
+        layers.FastWeightsRNN,
+        {"inner_steps": 2, "preliminary_layer_norm": True, "activation": "tanh"},
+    ),
+}
+
+
+def _keras_loop(layer):
+    """A context in which `layer` runs its Keras-ops loop (its path before the native
+    loops, and its fallback)."""
+
+    def not_native(*args, **kwargs):
+        raise NotImplementedError
+
+    if isinstance(layer, layers.FastWeightsRNN):
+        return mock.patch.object(layer, "_torch_loop", not_native)
+    return mock.patch.object(layer.cell, "torch_loop", not_native)
+
+
+def _outputs_and_gradients(layer, x, mask, initial_state, native):
+    """The layer's outputs and the gradients of a fixed random projection of them with
+    respect to the inputs, initial states and weights."""
+    x = torch.tensor(x, requires_grad=True)
+    states = [torch.tensor(s, requires_grad=True) for s in initial_state]
+    kwargs = {"mask": torch.tensor(mask)} if mask is not None else {}
+    if states:
+        kwargs["initial_state"] = states
+    if native:
+        outputs = layer(x, training=True, **kwargs)
+    else:
+        with _keras_loop(layer):
+            outputs = layer(x, training=True, **kwargs)
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    rng = np.random.default_rng(5)
+    loss = sum(
+        (y * torch.tensor(rng.standard_normal(tuple(y.shape)), dtype=y.dtype)).sum()
+        for y in outputs
+    )
+    weights = [w.value for w in layer.trainable_weights]
+    grads = torch.autograd.grad(loss, [x, *states, *weights])
+    return [y.detach().numpy() for y in outputs], [g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+@pytest.mark.parametrize("kind", sorted(LAYERS))
+def test_layer_equals_keras_loop(kind, options):
+    with_mask, dropout, go_backwards, return_sequences, variant = options
+    layer_class, variant_arguments = LAYERS[kind]
+    rng = np.random.default_rng(3)
+    # Fast weights: 11 steps (past a step count where the Keras-ops engine chunks).
+    steps = 11 if kind == "fast_weights" else T
+    x = rng.standard_normal((B, steps, F)).astype("float32")
+    mask = None
+    if with_mask:
+        mask = rng.random((B, steps)) > 0.3
+        mask[:, 0] = False
+    # Given initial states in the rows with dropout, zeros in the others.
+    initial_state = [rng.standard_normal((B, H)).astype("float32")]
+    if kind == "lstm":
+        initial_state.append(rng.standard_normal((B, H)).astype("float32"))
+    if kind == "fast_weights":
+        a0 = rng.standard_normal((B, H, H)).astype("float32") * 0.3
+        initial_state.append(((a0 + a0.transpose(0, 2, 1)) / 2).reshape(B, H * H))
+    layer = layer_class(
+        H,
+        return_sequences=return_sequences,
+        return_state=True,
+        go_backwards=go_backwards,
+        dropout=0.3 if dropout else 0.0,
+        recurrent_dropout=0.3 if dropout else 0.0,
+        zero_output_for_mask=with_mask and not dropout,
+        seed=7,
+        **(variant_arguments if variant else {}),
+    )
+    layer.build((B, steps, F))
+    given = initial_state if dropout else []
+    # The dropout masks are drawn from the layer's seed generator: the same for both calls
+    # once its state is rewound.
+    seed_state = layer.cell.seed_generator.state.value.clone()
+    native = _outputs_and_gradients(layer, x, mask, given, native=True)
+    layer.cell.seed_generator.state.assign(seed_state)
+    reference = _outputs_and_gradients(layer, x, mask, given, native=False)
+    for ours, theirs in zip(native[0] + native[1], reference[0] + reference[1], strict=True):
+        # To 1e-5 of the array's scale: a gradient summed over the batch and the steps in
+        # another order differs by float32 round-off (up to 2e-5 on values near 1 here).
+        scale = max(1.0, float(np.abs(theirs).max()))
+        assert np.abs(ours - theirs).max() <= 1e-5 * scale
+
+
+def test_a_custom_activation_runs_keras_loop():
+    """An activation the native loop does not know falls back to Keras's loop, and both
+    compute the same (here: the native loop would refuse `hard_sigmoid`)."""
+    layer = layers.LayerNormLSTM(H, recurrent_activation="hard_sigmoid")
+    x = np.random.default_rng(0).standard_normal((B, T, F)).astype("float32")
+    with mock.patch.object(torch_rnn, "layer_norm_lstm", wraps=torch_rnn.layer_norm_lstm) as spy:
+        y = layer(x)
+    assert spy.call_count == 1  # asked, and it declined
+    with _keras_loop(layer):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(y), layer(x).detach().numpy())
+
+
+# ------------------------------------------------------------- the fast path, counted
+
+
+FUNCTIONS = {
+    "lstm": (layers.LayerNormLSTM, "layer_norm_lstm"),
+    "gru": (layers.LayerNormGRU, "layer_norm_gru"),
+    "simple_rnn": (layers.LayerNormSimpleRNN, "layer_norm_simple_rnn"),
+    "fast_weights": (layers.FastWeightsRNN, "fast_weights_rnn"),
+}
+
+
+def _top_level_aten_ops(function):
+    """ATen operations called by `function()` that no other ATen operation called (each a
+    kernel launch on a GPU, views aside)."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        function()
+    count = 0
+    for event in prof.events():
+        if not event.name.startswith("aten::"):
+            continue
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        count += parent is None
+    return count
+
+
+def _train_ops_per_step(layer_class, steps):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((None, F)), layer_class(8)])
+    model.compile("adam", "mse")
+    y = np.zeros((B, 8), "float32")
+    counts = []
+    for t in steps:
+        x = np.ones((B, t, F), "float32")
+        model.train_on_batch(x, y)
+        counts.append(_top_level_aten_ops(lambda x=x: model.train_on_batch(x, y)))
+    return (counts[1] - counts[0]) / (steps[1] - steps[0])
+
+
+# The issue's targets for a train step (forward and backward), per time step; Keras's own
+# LSTM loop takes 41.
+TRAIN_OPS_PER_STEP = {"lstm": 40, "gru": 40, "simple_rnn": 20, "fast_weights": 80}
+
+
+@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
+def test_native_loop_is_taken_and_launches_few_operations(kind):
+    """Fails if the layer stops taking its native loop (as Keras's own torch LSTM once lost
+    its cuDNN path, keras PR #22874) or if the loop's launches per step grow."""
+    layer_class, name = FUNCTIONS[kind]
+    with mock.patch.object(torch_rnn, name, wraps=getattr(torch_rnn, name)) as spy:
+        per_step = _train_ops_per_step(layer_class, (8, 16))
+    assert spy.call_count >= 4
+    assert per_step <= TRAIN_OPS_PER_STEP[kind], per_step
+
+
+def test_mixed_precision_runs_in_float32_and_returns_the_compute_dtype():
+    """Under `mixed_float16` the loop runs in float32 from the float16 inputs and weights
+    (Keras's autocast): it equals the float32 layer given those values, to float16's
+    precision of the output."""
+    x = np.random.default_rng(0).standard_normal((B, T, F)).astype("float16")
+    keras.config.set_dtype_policy("mixed_float16")
+    layer = layers.LayerNormLSTM(H, return_sequences=True)
+    y = layer(x)
+    assert y.dtype == torch.float16
+    keras.config.set_dtype_policy("float32")
+    reference = layers.LayerNormLSTM(H, return_sequences=True)
+    reference.build((B, T, F))
+    reference.set_weights([w.astype("float16").astype("float32") for w in layer.get_weights()])
+    expected = reference(x.astype("float32")).detach().numpy()
+    np.testing.assert_allclose(y.float().detach().numpy(), expected, atol=2e-3)
+
+
+@pytest.mark.parametrize("kind", sorted(FUNCTIONS))
+def test_compiled_train_step_runs_the_native_loop(kind):
+    """`jit_compile=True` (Keras compiles the train step with `torch.compile`) traces the
+    layer's call into the native loop: it trains and agrees with the eager step."""
+    layer_class, name = FUNCTIONS[kind]
+    x = np.random.default_rng(0).standard_normal((B, T, F)).astype("float32")
+    y = np.random.default_rng(1).standard_normal((B, 4)).astype("float32")
+    losses = {}
+    for jit in (False, True):
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((T, F)), layer_class(4)])
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=jit)
+        with mock.patch.object(torch_rnn, name, wraps=getattr(torch_rnn, name)) as spy:
+            losses[jit] = [float(model.train_on_batch(x, y)) for _ in range(3)]
+        assert spy.call_count >= 1
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
