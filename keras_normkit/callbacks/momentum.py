@@ -51,6 +51,9 @@ class MomentumSchedule(keras.callbacks.Callback):
     continues the schedule where it was. On JAX each write first syncs the running `fit`'s
     state to the variables (a host-side copy of references per step).
 
+    With `model.compile(steps_per_execution=k)` Keras calls the callbacks every `k`
+    steps: the momentum is then written every `k` steps (the value of the first of them).
+
     SGD and RMSprop must be created with a non-zero `momentum` (Keras creates their
     momentum slots only then). Wrapped optimizers (`LossScaleOptimizer`,
     `keras_normkit.optimizers.AdaptiveGradientClipping`) are looked through.

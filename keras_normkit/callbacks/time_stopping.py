@@ -16,7 +16,8 @@ class TimeStopping(StatefulCallback):
     The time is measured from the start of `fit` (a monotonic clock) and checked after
     every batch: training stops at the end of the first batch that ends past the budget,
     so it overruns by at most one batch (TF-Addons' `TimeStopping` checked at the end of
-    epochs only, overrunning by up to an epoch). The epoch in which it stopped is
+    epochs only, overrunning by up to an epoch; with `steps_per_execution=k`, Keras calls
+    callbacks every `k` batches, and the overrun is up to `k` batches). The epoch in which it stopped is
     `stopped_epoch` (0-based; `None` if the budget was not reached), and with `verbose=1`
     a line says so when training ends.
 
