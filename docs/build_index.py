@@ -23,11 +23,16 @@ README = ROOT / "README.md"
 
 # (module, page, what the page is about): one row of the API table each, in this order.
 PAGES = [
-    ("keras_normkit.activations", "activations.md", "the SELU family and its fixed points"),
+    (
+        "keras_normkit.activations",
+        "activations.md",
+        "the SELU family and its fixed points, activation gains",
+    ),
     ("keras_normkit.layers", "layers.md", "layers and recurrent cells"),
     ("keras_normkit.initializers", "initializers.md", "initializers"),
     ("keras_normkit.regularizers", "regularizers.md", "regularizers (Keras's own re-exported)"),
     ("keras_normkit.constraints", "constraints.md", "constraints and their functional forms"),
+    ("keras_normkit.optimizers", "optimizers.md", "optimizer wrappers (gradient transforms)"),
     ("keras_normkit.schedules", "schedules.md", "learning-rate schedules"),
     ("keras_normkit.callbacks", "callbacks.md", "training callbacks"),
     ("keras_normkit.calibration", "calibration.md", "post-hoc calibration and its measures"),
@@ -38,7 +43,11 @@ PAGES = [
     ),
     ("keras_normkit.metrics", "metrics.md", "streaming Keras metrics"),
     ("keras_normkit.plotting", "plotting.md", "plots (matplotlib)"),
-    ("keras_normkit.utils", "utils.md", "batch-norm folding and statistics, averaged weights"),
+    (
+        "keras_normkit.utils",
+        "utils.md",
+        "batch-norm and weight-standardization folding, batch-norm statistics, averaged weights",
+    ),
     ("keras_normkit.ops", "ops.md", "engines that take tensors"),
     ("keras_normkit.migration", "migration.md", "loading TensorFlow Addons models"),
     ("keras_normkit.export", "export.md", "SavedModel and TFLite export (TensorFlow only)"),

@@ -3,6 +3,8 @@
 Everything about the SELU family lives here: the activation itself, the moment map
 g(mu, nu) -> (mu~, nu~) of Klambauer et al. (2017), its Jacobian, and the solver that
 returns the (alpha, scale) whose SELU has a prescribed fixed point (mean, variance).
+Beside them, `activation_gain`: the constant gamma = 1 / sqrt(Var f(z)), z ~ N(0, 1), of
+any activation f (the gain of scaled weight standardization, Brock et al. 2021).
 
 The moment formulas are closed forms for a Gaussian pre-activation z ~ N(mu*omega, nu*tau)
 (omega = sum of the incoming weights, tau = sum of their squares). They are evaluated with
@@ -30,6 +32,7 @@ __all__ = [
     "selu_jacobian",
     "selu_parameters",
     "alpha_dropout_parameters",
+    "activation_gain",
 ]
 
 #: alpha of the SELU whose fixed point is (mean 0, variance 1).
@@ -422,3 +425,106 @@ def alpha_dropout_parameters(rate, mean=0.0, variance=1.0, alpha=ALPHA01, scale=
     a = math.sqrt(variance / (q * ((1.0 - q) * (saturation - mean) ** 2 + variance)))
     b = mean - a * (q * mean + (1.0 - q) * saturation)
     return a, b, saturation
+
+
+# --------------------------------------------------------------------------------------
+# The gain of an activation (scaled weight standardization).
+# --------------------------------------------------------------------------------------
+
+# Composite Gauss-Legendre quadrature of the standard normal density over [-_REACH, _REACH]
+# (the mass outside is below 1e-32), on panels of width 1/2: the kinks of the piecewise
+# activations Keras ships (0 for relu/elu/selu/leaky_relu, +-1 hard_tanh, +-0.5 the
+# shrinks, +-3 hard_sigmoid/hard_silu, 6 relu6) fall on panel edges, and each panel's
+# 16-point rule is exact for polynomials of degree 31, so smooth pieces are integrated to
+# rounding error.
+_REACH = 12.0
+_PANEL = 0.5
+_NODES_PER_PANEL = 16
+
+
+def _standard_normal_quadrature():
+    nodes, weights = np.polynomial.legendre.leggauss(_NODES_PER_PANEL)
+    edges = np.arange(-_REACH, _REACH + _PANEL / 2, _PANEL)
+    half = _PANEL / 2.0
+    centers = (edges[:-1] + edges[1:]) / 2.0
+    z = (centers[:, None] + half * nodes[None, :]).ravel()
+    w = (half * np.broadcast_to(weights, (len(centers), _NODES_PER_PANEL))).ravel()
+    return z, w * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+def _resolve_activation(activation):
+    if isinstance(activation, str):
+        return keras.activations.get(activation)
+    if not callable(activation):
+        raise TypeError(
+            "`activation` must be None, the name of a Keras activation or a callable "
+            f"(a function or a layer). Received: activation={activation!r} of type "
+            f"{type(activation).__name__}"
+        )
+    return activation
+
+
+def activation_gain(activation):
+    """The gain `gamma = 1 / sqrt(Var f(z))`, `z ~ N(0, 1)`, of an activation `f`.
+
+    Multiplying `f`'s output by `gamma` gives it unit variance for a unit Gaussian input:
+    the constant that scaled weight standardization folds into the weights of the layer
+    that follows `f` (`WeightStandardization(..., activation=f)`), so that signals keep
+    unit variance through `f` and the layer. For ReLU,
+    `gamma = sqrt(2 / (1 - 1/pi)) = 1.7129`; for the standard SELU it is 1 (its fixed
+    point); for a SELU with another fixed point `(alpha, scale)` it is
+    `1 / sqrt(selu_moments(0, 1, alpha, scale)[1])`.
+
+    The variance is computed by numerical integration against the Gaussian density
+    (composite 16-point Gauss-Legendre rules on panels of width 1/2 over [-12, 12], whose
+    edges hold the kinks of Keras's piecewise-linear activations; accurate to about 1e-7,
+    the float32 rounding of the activation's values on backends that evaluate in float32),
+    so any elementwise activation works: a Keras name, a function such as
+    `keras_normkit.activations.selu` (or a `functools.partial` of it with the constants of
+    another fixed point), or an activation layer such as `keras_normkit.layers.SELU`.
+
+    Args:
+        activation: `None` (the identity: gain 1), the name of a Keras activation
+            (`"relu"`, `"gelu"`, `"tanh"`, ...) or an elementwise callable.
+
+    Returns:
+        The gain as a Python float.
+
+    Example:
+
+    >>> import math
+    >>> from keras_normkit.activations import activation_gain
+    >>> round(activation_gain("relu"), 6), round(math.sqrt(2 / (1 - 1 / math.pi)), 6)
+    (1.712859, 1.712859)
+    >>> round(activation_gain("selu"), 5), activation_gain(None)
+    (1.0, 1.0)
+
+    Reference: Brock, De, Smith, "Characterizing signal propagation to close the
+    performance gap in unnormalized ResNets", ICLR 2021, arXiv:2101.08692, Section 4.
+    """
+    if activation is None:
+        return 1.0
+    function = _resolve_activation(activation)
+    z, w = _standard_normal_quadrature()
+    try:
+        values = ops.convert_to_numpy(function(ops.convert_to_tensor(z, "float32")))
+    except Exception as error:  # noqa: BLE001 - re-raised with the argument named
+        raise ValueError(
+            f"`activation` could not be evaluated on a vector of inputs: {error}. "
+            f"Received: activation={activation!r}"
+        ) from error
+    values = np.asarray(values, dtype="float64")
+    if values.shape != z.shape:
+        raise ValueError(
+            "`activation` must be elementwise (its output shaped like its input). "
+            f"Received: activation={activation!r}, output shape {values.shape} for input "
+            f"shape {z.shape}"
+        )
+    mean = float(np.sum(w * values))
+    variance = float(np.sum(w * (values - mean) ** 2))
+    if not (math.isfinite(variance) and variance > 0.0):
+        raise ValueError(
+            "`activation` must have a finite, non-zero variance for a standard normal "
+            f"input. Received: activation={activation!r}, variance={variance}"
+        )
+    return 1.0 / math.sqrt(variance)

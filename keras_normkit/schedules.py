@@ -20,6 +20,7 @@ import math
 import numbers
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_bool, check_number, check_string_choice
@@ -219,6 +220,16 @@ class OneCycle(LearningRateSchedule):
     `b + (a - b) * (1 + cos(pi * f)) / 2` (`"cosine"`) or `a + (b - a) * f` (`"linear"`).
     The divisors follow PyTorch's `OneCycleLR` (`div_factor`, `final_div_factor`).
 
+    Cyclical momentum: `momentum(step)` anneals against the rate, as PyTorch's
+    `OneCycleLR(cycle_momentum=True)` does, in this schedule's phases and annealing: from
+    `max_momentum` down to `base_momentum` over `[0, w]` (while the rate rises), back up to
+    `max_momentum` over `[w, total_steps]`, and `max_momentum` afterwards. (PyTorch ends its
+    phases at steps `w - 1` and `total_steps - 1`; this schedule at `w` and `total_steps`,
+    for the rate and the momentum alike.) The rate is the schedule's value in the compiled
+    train step; the momentum reaches the optimizer through the callback
+    `keras_normkit.callbacks.MomentumSchedule(schedule)`, which writes it into SGD's
+    `momentum` or an Adam-family `beta_1` before every step.
+
     Steps below 0 are treated as 0.
 
     Args:
@@ -228,6 +239,10 @@ class OneCycle(LearningRateSchedule):
         initial_divisor: Float >= 1, `maximal / initial`.
         final_divisor: Float >= 1, `initial / final`.
         annealing: `"cosine"` or `"linear"`.
+        base_momentum: Float in [0, 1], the momentum at the peak rate. Default: `0.85`
+            (PyTorch's).
+        max_momentum: Float in [`base_momentum`, 1], the momentum at the ends of the
+            cycle. Default: `0.95` (PyTorch's).
 
     Example:
 
@@ -235,6 +250,8 @@ class OneCycle(LearningRateSchedule):
     >>> schedule = OneCycle(0.1, total_steps=1000)
     >>> [round(float(schedule(s)), 7) for s in (0, 300, 1000)]
     [0.004, 0.1, 4e-07]
+    >>> [round(schedule.momentum(s), 4) for s in (0, 150, 300, 650, 1000)]
+    [0.95, 0.9, 0.85, 0.9, 0.95]
 
     Reference: L. N. Smith, "A disciplined approach to neural network hyper-parameters",
     arXiv:1803.09820, 2018; Smith & Topin, "Super-Convergence", arXiv:1708.07120.
@@ -250,6 +267,8 @@ class OneCycle(LearningRateSchedule):
         initial_divisor=25.0,
         final_divisor=1e4,
         annealing="cosine",
+        base_momentum=0.85,
+        max_momentum=0.95,
     ):
         self.maximal_learning_rate = check_number(
             "maximal_learning_rate", maximal_learning_rate, minimum=0.0, strict_minimum=True
@@ -263,6 +282,14 @@ class OneCycle(LearningRateSchedule):
         self.initial_divisor = check_number("initial_divisor", initial_divisor, minimum=1.0)
         self.final_divisor = check_number("final_divisor", final_divisor, minimum=1.0)
         self.annealing = check_string_choice("annealing", annealing, self.ANNEALINGS)
+        self.base_momentum = check_number("base_momentum", base_momentum, 0.0, 1.0)
+        self.max_momentum = check_number("max_momentum", max_momentum, 0.0, 1.0)
+        if self.max_momentum < self.base_momentum:
+            raise ValueError(
+                "`max_momentum` must be >= `base_momentum` (the momentum falls while the "
+                f"rate rises). Received: base_momentum={base_momentum}, "
+                f"max_momentum={max_momentum}"
+            )
 
     def _anneal(self, start, end, fraction):
         # Both forms are exact at fraction 0 and 1 in float32: (1 + cos(pi f)) / 2 is written
@@ -295,7 +322,34 @@ class OneCycle(LearningRateSchedule):
             "initial_divisor": self.initial_divisor,
             "final_divisor": self.final_divisor,
             "annealing": self.annealing,
+            "base_momentum": self.base_momentum,
+            "max_momentum": self.max_momentum,
         }
+
+    def momentum(self, step):
+        """The cyclical momentum at `step` (a number or an array of steps), in float64.
+
+        `max_momentum -> base_momentum` over the rising phase `[0, w]`,
+        `base_momentum -> max_momentum` over `[w, total_steps]`, with this schedule's
+        annealing; `max_momentum` from `total_steps` on; steps below 0 as 0. Evaluated on
+        the host (NumPy): `MomentumSchedule` writes it into the optimizer before each step.
+        """
+        step = np.clip(np.asarray(step, dtype="float64"), 0.0, float(self.total_steps))
+        warmup = self.warmup_fraction * self.total_steps
+        high, low = self.max_momentum, self.base_momentum
+
+        def anneal(start, end, fraction):
+            if self.annealing == "cosine":
+                weight = np.cos(0.5 * math.pi * fraction) ** 2
+            else:
+                weight = 1.0 - fraction
+            return start * weight + end * (1.0 - weight)
+
+        falling = anneal(high, low, np.minimum(step / warmup, 1.0))
+        rising = anneal(low, high, np.maximum(step - warmup, 0.0) / (self.total_steps - warmup))
+        value = np.where(step <= warmup, falling, rising)
+        value = np.where(step >= self.total_steps, high, value)
+        return float(value) if value.ndim == 0 else value
 
 
 # --------------------------------------------------------------------------- composition

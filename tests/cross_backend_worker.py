@@ -56,6 +56,14 @@ CASES = {
         None,
     ),
     "scale_normalization": (lambda: _layers().ScaleNormalization(), [(BATCH, 2, 7)], False, None),
+    "weight_standardization_conv2d": (
+        lambda: _layers().WeightStandardization(
+            keras.layers.Conv2D(UNITS, 3, padding="same"), activation="relu"
+        ),
+        [(BATCH, 5, 5, 3)],
+        False,
+        None,
+    ),
     "ln_simple_rnn": (
         lambda: _layers().LayerNormSimpleRNN(UNITS, **_rnn_kwargs()),
         [SEQ],

@@ -272,3 +272,73 @@ class TestAlphaDropoutParameters:
     def test_bad_rate(self, rate):
         with pytest.raises(ValueError, match="rate"):
             activations.alpha_dropout_parameters(rate)
+
+
+class TestActivationGain:
+    """gamma = 1 / sqrt(Var f(z)), z ~ N(0, 1): closed forms and SciPy's adaptive quadrature."""
+
+    def test_relu_closed_form(self):
+        # Var relu(z) = E[relu^2] - E[relu]^2 = 1/2 - 1/(2 pi).
+        expected = math.sqrt(2.0 / (1.0 - 1.0 / math.pi))
+        assert activations.activation_gain("relu") == pytest.approx(expected, rel=1e-7)
+        assert activations.activation_gain(keras.layers.ReLU()) == pytest.approx(expected, rel=1e-7)
+        from keras_normkit.layers import TLU
+
+        # Our TLU, max(x, tau), is a ReLU at initialization (tau = 0).
+        assert activations.activation_gain(TLU()) == pytest.approx(expected, rel=1e-7)
+
+    def test_identity_and_none(self):
+        assert activations.activation_gain(None) == 1.0
+        assert activations.activation_gain("linear") == pytest.approx(1.0, rel=1e-7)
+
+    def test_selu_at_any_fixed_point(self):
+        # The standard SELU keeps N(0, 1): gain 1; another fixed point's SELU maps N(0, 1)
+        # to the variance of the closed-form moment map.
+        assert activations.activation_gain("selu") == pytest.approx(1.0, rel=1e-6)
+        from keras_normkit.layers import SELU
+
+        for fixed_point in [(0.0, 2.0), (-0.1, 1.5)]:
+            alpha, scale = activations.selu_parameters(*fixed_point)
+            _, variance = activations.selu_moments(0.0, 1.0, alpha, scale)
+            expected = 1.0 / math.sqrt(variance)
+            assert activations.activation_gain(SELU(fixed_point)) == pytest.approx(
+                expected, rel=1e-6
+            )
+
+    @pytest.mark.parametrize(
+        "name,function",
+        [
+            ("tanh", np.tanh),
+            ("sigmoid", lambda z: 1.0 / (1.0 + np.exp(-z))),
+            ("softplus", lambda z: np.logaddexp(0.0, z)),
+            ("elu", lambda z: np.where(z > 0, z, np.expm1(np.minimum(z, 0.0)))),
+            ("relu6", lambda z: np.clip(z, 0.0, 6.0)),
+            ("hard_sigmoid", lambda z: np.clip(z / 6.0 + 0.5, 0.0, 1.0)),
+        ],
+    )
+    def test_against_scipy_quadrature(self, name, function):
+        from scipy import integrate
+
+        def moment(k):
+            def integrand(z):
+                return float(function(np.float64(z))) ** k * math.exp(-z * z / 2)
+
+            value, _ = integrate.quad(integrand, -40, 40, points=[-3, 0, 3, 6], limit=200)
+            return value / math.sqrt(2 * math.pi)
+
+        variance = moment(2) - moment(1) ** 2
+        assert activations.activation_gain(name) == pytest.approx(variance**-0.5, rel=1e-6)
+
+    def test_monte_carlo_unit_variance(self):
+        z = np.random.default_rng(0).normal(size=1_000_000).astype("float32")
+        gain = activations.activation_gain("gelu")
+        y = keras.ops.convert_to_numpy(keras.activations.gelu(z)).astype("float64")
+        assert (gain * y).var() == pytest.approx(1.0, abs=5e-3)
+
+    def test_bad_activation(self):
+        with pytest.raises(TypeError, match="`activation` must be None, the name"):
+            activations.activation_gain(3.0)
+        with pytest.raises(ValueError, match="finite, non-zero variance"):
+            activations.activation_gain(lambda x: 0.0 * x)
+        with pytest.raises(ValueError, match="elementwise"):
+            activations.activation_gain(lambda x: keras.ops.sum(x))

@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "keras_normkit.metrics",
     "keras_normkit.migration",
     "keras_normkit.ops",
+    "keras_normkit.optimizers",
     "keras_normkit.plotting",
     "keras_normkit.regularizers",
     "keras_normkit.schedules",

@@ -456,3 +456,116 @@ def test_warmup_at_a_negative_step_is_its_initial_rate_not_negative():
     # The reported case: a linear ramp from 0 would give 0.1 * (-5 / 10) = -0.05.
     assert float(Warmup(0.1, 10)(-5)) == 0.0
     assert float(Warmup(0.1, 10, initial_learning_rate=0.02)(-5)) == pytest.approx(0.02)
+
+
+# --------------------------------------------------------------------------- cyclical momentum
+
+
+def torch_one_cycle_rule(step, phase_ends, lrs, momenta, annealing):
+    """PyTorch's `OneCycleLR.get_lr` (two phases, `cycle_momentum=True`) in NumPy: the first
+    phase whose end is >= step (else the last), `pct = (step - start) / (end - start)`, the
+    rate annealed `lrs[i] -> lrs[i + 1]` and the momentum `momenta[i] -> momenta[i + 1]`.
+    `phase_ends` are PyTorch's `(pct_start * total - 1, total - 1)` or our `(w, total)`."""
+
+    def anneal(start, end, pct):
+        if annealing == "cosine":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    out_lr, out_momentum = [], []
+    for s in np.asarray(step, dtype="float64"):
+        start = 0.0
+        for i, end in enumerate(phase_ends):
+            if s <= end or i == len(phase_ends) - 1:
+                pct = (s - start) / (end - start)
+                out_lr.append(anneal(lrs[i], lrs[i + 1], pct))
+                out_momentum.append(anneal(momenta[i], momenta[i + 1], pct))
+                break
+            start = end
+    return np.array(out_lr), np.array(out_momentum)
+
+
+@pytest.mark.parametrize("annealing", ["cosine", "linear"])
+def test_one_cycle_rule_transcription_is_torchs(annealing):
+    torch = pytest.importorskip("torch")
+    total, peak, fraction = 50, 0.2, 0.3
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=peak, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer,
+        max_lr=peak,
+        total_steps=total,
+        pct_start=fraction,
+        anneal_strategy="cos" if annealing == "cosine" else "linear",
+        cycle_momentum=True,
+        base_momentum=0.8,
+        max_momentum=0.97,
+        div_factor=20.0,
+        final_div_factor=50.0,
+    )
+    lrs, momenta = [], []
+    for _ in range(total):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        momenta.append(optimizer.param_groups[0]["momentum"])
+        optimizer.step()
+        scheduler.step()
+    initial = peak / 20.0
+    ends = (fraction * total - 1, total - 1)
+    lr, momentum = torch_one_cycle_rule(
+        np.arange(total), ends, (initial, peak, initial / 50.0), (0.97, 0.8, 0.97), annealing
+    )
+    np.testing.assert_allclose(lrs, lr, rtol=1e-12)
+    np.testing.assert_allclose(momenta, momentum, rtol=1e-12)
+
+
+@pytest.mark.parametrize("annealing", ["cosine", "linear"])
+@pytest.mark.parametrize("total,fraction", [(100, 0.3), (37, 0.25), (9, 0.5)])
+def test_one_cycle_momentum_is_torchs_rule_in_our_phases(annealing, total, fraction):
+    schedule = OneCycle(
+        0.1, total, warmup_fraction=fraction, annealing=annealing, base_momentum=0.8,
+        max_momentum=0.97,
+    )  # fmt: skip
+    steps = np.arange(total + 1)
+    warm = fraction * total
+    lr, momentum = torch_one_cycle_rule(
+        steps, (warm, total), (0.1 / 25.0, 0.1, 0.1 / 25.0 / 1e4), (0.97, 0.8, 0.97), annealing
+    )
+    np.testing.assert_allclose(schedule.momentum(steps), momentum, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(values(schedule, steps), lr, rtol=1e-5)  # the rate, float32
+    # Scalars, and the ends: max at 0, base at the peak, max again at the end and after.
+    assert schedule.momentum(0) == pytest.approx(0.97, abs=1e-12)
+    assert schedule.momentum(warm) == pytest.approx(0.8, abs=1e-12)
+    assert schedule.momentum(total) == schedule.momentum(total + 50) == pytest.approx(0.97)
+    assert schedule.momentum(-3) == schedule.momentum(0)
+
+
+@given(
+    total=st.integers(2, 500),
+    fraction=st.floats(0.05, 0.95),
+    base=st.floats(0.0, 0.95),
+    spread=st.floats(0.0, 0.05),
+    step=st.integers(0, 600),
+)
+def test_one_cycle_momentum_moves_against_the_rate(total, fraction, base, spread, step):
+    schedule = OneCycle(0.1, total, warmup_fraction=fraction, base_momentum=base,
+                        max_momentum=base + spread)  # fmt: skip
+    m = schedule.momentum(step)
+    assert base - 1e-12 <= m <= base + spread + 1e-12
+    # Linear in the rate within a phase: (m - base) / spread = (peak - lr) / (peak - end).
+    if spread > 1e-3 and 0 < step < total:
+        lr = float(schedule(step))
+        end = 0.1 / 25.0 if step <= fraction * total else 0.1 / 25.0 / 1e4
+        assert (m - base) / spread == pytest.approx((0.1 - lr) / (0.1 - end), abs=1e-5)
+
+
+def test_one_cycle_momentum_arguments():
+    config = OneCycle(0.1, 10, base_momentum=0.5, max_momentum=0.6).get_config()
+    assert config["base_momentum"] == 0.5 and config["max_momentum"] == 0.6
+    old = {k: v for k, v in config.items() if k not in ("base_momentum", "max_momentum")}
+    assert OneCycle(**old).max_momentum == 0.95  # configs saved before the momentum load
+    with pytest.raises(ValueError, match="`max_momentum` must be >= `base_momentum`"):
+        OneCycle(0.1, 10, base_momentum=0.9, max_momentum=0.8)
+    with pytest.raises(ValueError, match="`base_momentum` must be a number in"):
+        OneCycle(0.1, 10, base_momentum=-0.1)
+    with pytest.raises(ValueError, match="`max_momentum` must be a number in"):
+        OneCycle(0.1, 10, max_momentum=1.5)

@@ -187,3 +187,21 @@ def graph_nodes(model):
     the nodes only through the private `_nodes_by_depth`.
     """
     return [node for depth in model._nodes_by_depth.values() for node in depth]
+
+
+__all__ += ["sync_jax_training_state"]
+
+
+def sync_jax_training_state(model):
+    """On JAX, during `fit`: write the state of the running train loop into the model's and
+    optimizer's variables, and make the next step read its state back from them.
+
+    Does nothing on other backends (their variables are the state) or outside `fit`.
+    """
+    # No public equivalent: Keras's JAX trainer keeps the state of a running `fit` outside
+    # the variables and syncs it at epoch ends; `jax_state_sync` (a method of the JAX
+    # trainer, no Keras API) is what Keras's own callbacks call before reading or writing a
+    # variable mid-epoch, and it marks the state as synced so the next step re-reads it.
+    sync = getattr(model, "jax_state_sync", None)
+    if keras.backend.backend() == "jax" and callable(sync):
+        sync()

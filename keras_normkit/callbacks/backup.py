@@ -29,8 +29,9 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
     A drop-in for `keras.callbacks.BackupAndRestore` (same arguments; the model weights,
     optimizer state and epoch are backed up and restored by it). Besides, every callback of
     keras_normkit in the same `fit` call (`EarlyStopping`, `ReduceLROnPlateau`,
-    `DivergenceGuard`, `ActivationStatistics`, `GradientStatistics`, `LearningRateMonitor`)
-    has its state `s_e = callback.get_state()` after epoch `e` written next to the weights,
+    `DivergenceGuard`, `ActivationStatistics`, `GradientStatistics`, `LearningRateMonitor`,
+    `TimeStopping`) has its state `s_e = callback.get_state()` after epoch `e` written next
+    to the weights,
     and a resumed `fit` (in the same process or a new one, with new callback instances) calls
     `callback.set_state(s_e)` before the first resumed epoch, where `e + 1` is the epoch
     Keras resumes from. A resumed run with `shuffle=False` then reproduces the uninterrupted

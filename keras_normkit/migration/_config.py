@@ -113,6 +113,13 @@ def _translate(obj, state, where="in the model"):
                 if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
                     inner[key] = value[0]
             obj = {**obj, "config": inner}
+        if isinstance(inner, dict) and obj.get("class_name") == "BatchNormalization":
+            translated, inner = _keras2_batch_normalization(inner, state)
+            if translated is not None:
+                serialization = ("class_name", "config", "registered_name", "module")
+                extra = {k: copy.deepcopy(v) for k, v in obj.items() if k not in serialization}
+                return {**translated, **extra}
+            obj = {**obj, "config": inner}
         if isinstance(inner, dict) and "name" in inner:
             where = _where(inner)
             # tf.keras 2's RNN layers have `time_major` (Keras 3's do not).
@@ -139,6 +146,59 @@ def _translate(obj, state, where="in the model"):
     serialization = ("class_name", "config", "registered_name", "module")
     extra = {key: copy.deepcopy(value) for key, value in obj.items() if key not in serialization}
     return {**translated, **extra}
+
+
+# tf.keras 2's BatchNormalization arguments that Keras 3's does not take: `fused` (a
+# kernel choice) and `virtual_batch_size` (ghost batches, keras_normkit's
+# GhostBatchNormalization); `adjustment` (a callable) was never serialized.
+_KERAS2_BN_ONLY = ("fused", "virtual_batch_size", "adjustment")
+
+
+def _keras2_batch_normalization(config, state):
+    """`(translated, config)` for a tf.keras 2 `BatchNormalization` config.
+
+    tf.keras 2 saves `axis` as a list (`[3]`, set by `build`), which Keras 3's
+    `BatchNormalization` cannot take: a single axis becomes an int (several axes have no
+    Keras 3 equivalent). With `virtual_batch_size`, the layer becomes keras_normkit's
+    `GhostBatchNormalization` (same arguments, same weights) and `translated` is its
+    serialization; otherwise `translated` is `None` and `config` is the Keras 3 layer's.
+    """
+    virtual_batch_size = config.get("virtual_batch_size")
+    where = _where(config)
+    out = {k: v for k, v in config.items() if k not in _KERAS2_BN_ONLY}
+    axis = out.get("axis", -1)
+    if isinstance(axis, (list, tuple)):
+        if len(axis) != 1:
+            state.unsupported.append(
+                (
+                    f"BatchNormalization(axis={list(axis)})",
+                    f"{where}: Keras 3's BatchNormalization normalizes over one axis",
+                )
+            )
+            return None, config
+        out["axis"] = int(axis[0])
+    if virtual_batch_size is None:
+        return None, out
+    if out.get("renorm"):
+        state.unsupported.append(
+            (
+                f"BatchNormalization(virtual_batch_size={virtual_batch_size}, renorm=True)",
+                f"{where}: keras_normkit's GhostBatchNormalization has no batch "
+                "renormalization; pass your own layer in `custom_objects`, or drop the "
+                "virtual batches (keras.layers.BatchNormalization(renorm=True))",
+            )
+        )
+        return None, config
+    for key in ("renorm", "renorm_clipping", "renorm_momentum"):
+        out.pop(key, None)
+    out["virtual_batch_size"] = int(virtual_batch_size)
+    state.notes.append(
+        f"BatchNormalization '{config.get('name')}' with virtual_batch_size="
+        f"{virtual_batch_size} is keras_normkit's GhostBatchNormalization (the same function "
+        "at inference; in training it normalizes runs of consecutive examples, tf.keras 2 "
+        "strided ones)"
+    )
+    return _serialized("keras_normkit>GhostBatchNormalization", out), out
 
 
 def _translate_function(name, state, where):

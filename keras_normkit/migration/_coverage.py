@@ -2,7 +2,7 @@
 
 One entry per registered name (98, enumerated from the installed package by
 tests/migration/write_fixtures.py into tests/migration/fixtures/tfa_registry.json; a test
-checks that this table has exactly those names and kinds). Three outcomes:
+checks that this table has exactly those names and kinds). Four outcomes:
 
 - `LOADS`: translated into the keras_normkit or Keras 3 object named; the fixtures listed
   (written by TF-Addons 0.23) predict (for a loss: compute the loss) as TF-Addons did, to
@@ -10,7 +10,9 @@ checks that this table has exactly those names and kinds). Three outcomes:
 - `INFERENCE`: an object of the training config only (an optimizer, a metric, a loss, a
   schedule with no equivalent): dropped, named in the one warning of the load, and the model
   loads for inference (compiled with what remains, as `compile=False` leaves it otherwise);
-- `ERROR`: a `ValueError` naming the object, the layer it is in and what to use instead.
+- `ERROR`: a `ValueError` naming the object, the layer it is in and what to use instead;
+- `REPLACED`: a training-time object that model files never hold (a callback), for which
+  keras_normkit has the same object, named (with what differs).
 
 The table of docs/migration.md is generated from here (`coverage_markdown`).
 """
@@ -18,6 +20,7 @@ The table of docs/migration.md is generated from here (`coverage_markdown`).
 LOADS = "loads"
 INFERENCE = "loads for inference"
 ERROR = "error"
+REPLACED = "replaced"
 
 _KIND_ORDER = (
     "layer",
@@ -365,9 +368,10 @@ COVERAGE = {
     ),
     "Addons>TimeStopping": _entry(
         "callback",
-        ERROR,
-        "never in a model file; a `keras.callbacks.Callback` that sets "
-        "`self.model.stop_training` after the time",
+        REPLACED,
+        "`keras_normkit.callbacks.TimeStopping(seconds, verbose)` (same arguments and "
+        "defaults; it checks the time after every batch, where TF-Addons checked after every "
+        "epoch, and resumes with the remaining budget under `BackupAndRestore`)",
     ),
     "Addons>CRFModelWrapper": _entry(
         "model",
@@ -391,7 +395,9 @@ def tfa_coverage(name=None):
       optimizer wrapper, a metric, a loss) with no equivalent: dropped and named in the
       load's one warning; the model loads, compiled with what remains;
     - `"error"`: `load_tfa_model` raises a `ValueError` naming the object, the layer it is
-      in and what to use instead (`replacement`), unless `custom_objects` gives one.
+      in and what to use instead (`replacement`), unless `custom_objects` gives one;
+    - `"replaced"`: a training-time object never held by model files (a callback), for
+      which keras_normkit has the same object, named in `replacement`.
 
     Args:
         name: Optional registered name (`"Addons>GroupNormalization"`; the `Addons>`
@@ -446,18 +452,25 @@ def coverage_markdown():
     order = sorted(COVERAGE, key=lambda n: (rank[COVERAGE[n]["kind"]], n.lower()))
     for name in order:
         entry = COVERAGE[name]
-        outcome = {LOADS: "**loads**", INFERENCE: "loads for inference", ERROR: "error"}
+        outcome = {
+            LOADS: "**loads**",
+            INFERENCE: "loads for inference",
+            ERROR: "error",
+            REPLACED: "**replaced**",
+        }
         fixtures = ", ".join(f"`{f}`" for f in entry["fixtures"])
         lines.append(
             f"| `{name}` | {entry['kind']} | {outcome[entry['outcome']]} | "
             f"{_cell(entry['replacement'])} | {fixtures} |"
         )
     counts = {
-        o: sum(e["outcome"] == o for e in COVERAGE.values()) for o in (LOADS, INFERENCE, ERROR)
+        o: sum(e["outcome"] == o for e in COVERAGE.values())
+        for o in (LOADS, INFERENCE, ERROR, REPLACED)
     }
     lines.append("")
     lines.append(
         f"{len(COVERAGE)} objects: {counts[LOADS]} load, {counts[INFERENCE]} load for "
-        f"inference, {counts[ERROR]} raise an error."
+        f"inference, {counts[ERROR]} raise an error, {counts[REPLACED]} replaced by "
+        "keras_normkit's own."
     )
     return "\n".join(lines) + "\n"

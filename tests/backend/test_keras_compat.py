@@ -235,3 +235,14 @@ def test_backend_rnn_finds_the_function_in_both_keras_layouts(monkeypatch):
     assert keras_compat._backend_rnn_function() is function
     monkeypatch.setattr(backend, "rnn", function)
     assert keras_compat._backend_rnn_function() is function
+
+
+def test_sync_jax_training_state_outside_fit_does_nothing():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    before = [np.array(w) for w in model.get_weights()]
+    keras_compat.sync_jax_training_state(model)  # no running fit: nothing to sync
+    for a, b in zip(model.get_weights(), before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    if keras.backend.backend() == "jax":
+        assert callable(model.jax_state_sync)  # the JAX trainer's method it relies on

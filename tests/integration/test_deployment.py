@@ -79,6 +79,14 @@ def every_layer_model():
     f = L.AlphaDropout(0.1, fixed_point=(0.1, 1.2))(f)
     f = L.ScaleNormalization()(f)
     f = L.ConvexCombination()([f, keras.layers.Dense(16)(f)])
+    # The normalizer-free pieces (and ghost batch norm, at inference its moving statistics).
+    g = L.WeightStandardization(keras.layers.Dense(16), activation="selu")(f)
+    g = L.GhostBatchNormalization(4)(g)
+    branch = keras.Sequential(
+        [keras.layers.ReLU(), L.WeightStandardization(keras.layers.Dense(16), activation="relu")]
+    )
+    g = L.NFResidual(branch, alpha=0.2, beta=1.1)(g)
+    f = keras.layers.Add()([f, L.SkipInit(0.5)(g)])
     logits = keras.layers.Dense(CLASSES, name="logits")(f)
     return keras.Model([story, question], logits, name="every_layer")
 
@@ -289,6 +297,32 @@ def test_tflite_folded_batch_normalization(tmp_path):
     expected = keras.ops.convert_to_numpy(model(x, training=False))
     flatbuffer = convert_to_tflite(folded, tmp_path / "folded.tflite")
     np.testing.assert_allclose(tflite_run(flatbuffer, {"signal": x}), expected, atol=1e-5)
+
+
+def test_tflite_folded_weight_standardization(tmp_path):
+    """An NF-ResNet block, folded into plain convolutions, converts and runs in TFLite."""
+    from keras_normkit.export import convert_to_tflite
+    from keras_normkit.utils import fold_weight_standardization
+
+    keras.utils.set_random_seed(0)
+
+    def conv(filters, kernel_size, strides=1):
+        return L.WeightStandardization(
+            keras.layers.Conv2D(filters, kernel_size, strides, padding="same"), activation="relu"
+        )
+
+    x_in = keras.Input((8, 8, 1), name="image")
+    h = keras.layers.Conv2D(4, 3, padding="same")(x_in)
+    branch = keras.Sequential([keras.layers.ReLU(), conv(8, 3, 2), keras.layers.ReLU(), conv(8, 3)])
+    shortcut = keras.Sequential([keras.layers.ReLU(), conv(8, 1, 2)])
+    h = L.NFResidual(branch, shortcut, alpha=0.2, beta=1.0)(h)
+    h = keras.layers.GlobalAveragePooling2D()(keras.layers.ReLU()(h))
+    model = keras.Model(x_in, keras.layers.Dense(CLASSES)(h))
+    folded = fold_weight_standardization(model)
+    x = np.random.default_rng(0).normal(size=(5, 8, 8, 1)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(x))
+    flatbuffer = convert_to_tflite(folded, tmp_path / "folded_ws.tflite")
+    np.testing.assert_allclose(tflite_run(flatbuffer, {"image": x}), expected, atol=1e-5)
 
 
 def _recurrent_case(kind):

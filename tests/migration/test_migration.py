@@ -860,3 +860,116 @@ def test_translated_normalizations_round_trip_through_keras_format(tmp_path):
         np.testing.assert_allclose(
             reloaded.predict(data["x"], verbose=0), data["y"], rtol=1e-6, atol=1e-6
         )
+
+
+# -- tf.keras 2's BatchNormalization(virtual_batch_size=...) -------------------------------
+
+
+def _keras2_batch_norm_file(path, bn_config, weights):
+    """A `.h5` as tf.keras 2 writes it (`model.save("model.h5")`) for
+    `Sequential([Input((5, 3)), BatchNormalization(...)])`: its model config (the layer's
+    config as tf.keras 2's `get_config` gives it after `build`, `axis` a list) and its
+    weights `gamma, beta, moving_mean, moving_variance`."""
+    initializer = {"module": "keras.initializers", "config": {}, "registered_name": None}
+    config = {
+        "name": "bn",
+        "trainable": True,
+        "dtype": "float32",
+        "axis": [2],
+        "momentum": 0.9,
+        "epsilon": 0.001,
+        "center": True,
+        "scale": True,
+        "beta_initializer": {**initializer, "class_name": "Zeros"},
+        "gamma_initializer": {**initializer, "class_name": "Ones"},
+        "moving_mean_initializer": {**initializer, "class_name": "Zeros"},
+        "moving_variance_initializer": {**initializer, "class_name": "Ones"},
+        "beta_regularizer": None,
+        "gamma_regularizer": None,
+        "beta_constraint": None,
+        "gamma_constraint": None,
+        **bn_config,
+    }
+    model_config = {
+        "class_name": "Sequential",
+        "config": {
+            "name": "sequential",
+            "layers": [
+                {
+                    "class_name": "InputLayer",
+                    "config": {
+                        "batch_input_shape": [None, 5, 3],
+                        "dtype": "float32",
+                        "sparse": False,
+                        "ragged": False,
+                        "name": "input_1",
+                    },
+                },
+                {"module": "keras.layers", "class_name": "BatchNormalization", "config": config},
+            ],
+        },
+    }
+    names = ["bn/gamma:0", "bn/beta:0", "bn/moving_mean:0", "bn/moving_variance:0"]
+    with h5py.File(path, "w") as f:
+        f.attrs["backend"] = "tensorflow"
+        f.attrs["keras_version"] = "2.15.0"
+        f.attrs["model_config"] = json.dumps(model_config)
+        group = f.create_group("model_weights")
+        group.attrs["layer_names"] = [b"bn"]
+        group.attrs["backend"] = b"tensorflow"
+        group.attrs["keras_version"] = b"2.15.0"
+        layer = group.create_group("bn")
+        layer.attrs["weight_names"] = [n.encode() for n in names]
+        for name, value in zip(names, weights, strict=True):
+            layer.create_dataset(name, data=value)
+
+
+def _bn_weights(seed=0):
+    rng = np.random.default_rng(seed)
+    return [
+        rng.uniform(0.5, 2.0, 3).astype("float32"),
+        rng.normal(size=3).astype("float32"),
+        rng.normal(size=3).astype("float32"),
+        rng.uniform(0.5, 2.0, 3).astype("float32"),
+    ]
+
+
+def test_keras2_virtual_batch_size_loads_as_ghost_batch_normalization(tmp_path):
+    from keras_normkit.layers import GhostBatchNormalization
+
+    path = tmp_path / "ghost.h5"
+    weights = _bn_weights()
+    _keras2_batch_norm_file(path, {"virtual_batch_size": 4, "fused": False}, weights)
+    with pytest.warns(UserWarning, match="GhostBatchNormalization"):
+        model = load_tfa_model(path)
+    layer = model.layers[-1]
+    assert type(layer) is GhostBatchNormalization
+    assert layer.virtual_batch_size == 4 and layer.axis == 2 and layer.momentum == 0.9
+    for actual, expected in zip(layer.get_weights(), weights, strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    # Inference: tf.keras 2's BN with the moving statistics, in NumPy.
+    x = np.random.default_rng(1).normal(size=(6, 5, 3)).astype("float32")
+    gamma, beta, mean, var = weights
+    expected = gamma * (x - mean) / np.sqrt(var + 1e-3) + beta
+    np.testing.assert_allclose(model.predict(x, verbose=0), expected, atol=1e-5)
+
+
+def test_keras2_batch_normalization_without_virtual_batches_stays_keras(tmp_path):
+    path = tmp_path / "bn.h5"
+    _keras2_batch_norm_file(path, {"virtual_batch_size": None, "fused": None}, _bn_weights(1))
+    model = load_tfa_model(path)
+    assert type(model.layers[-1]) is keras.layers.BatchNormalization
+    assert model.layers[-1].axis == 2
+
+
+def test_keras2_virtual_batches_with_renorm_is_a_clear_error(tmp_path):
+    path = tmp_path / "renorm.h5"
+    config = {
+        "virtual_batch_size": 4,
+        "renorm": True,
+        "renorm_clipping": {},
+        "renorm_momentum": 0.9,
+    }
+    _keras2_batch_norm_file(path, config, _bn_weights())
+    with pytest.raises(ValueError, match="renormalization"):
+        load_tfa_model(path)
