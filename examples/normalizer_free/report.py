@@ -233,12 +233,15 @@ def training_targets(rows):
             f"{'**met**' if ok and min(n_nf, n_bn) >= 3 else '**not met**' if not ok else 'so far'}"
             f" (difference {nf - bn:+.2f})."
         )
-    small = {m: _mean_accuracy(rows, m, 4) for m in ("nf_resnet", "bn_resnet")}
-    if all(v[0] is not None for v in small.values()):
-        out.append(
-            f"- Batch 4: NF-ResNet {small['nf_resnet'][0]:.2f} % ({small['nf_resnet'][1]} "
-            f"seeds), BN-ResNet {small['bn_resnet'][0]:.2f} % ({small['bn_resnet'][1]} seeds)."
-        )
+    for rate in sorted({r["learning_rate"] for r in rows if r["batch_size"] == 4}):
+        small = {m: _mean_accuracy(rows, m, 4, rate) for m in ("nf_resnet", "bn_resnet")}
+        parts = [
+            f"{NAMES[m].split(' ')[0]} {value:.2f} % ({n} seeds)"
+            for m, (value, n) in small.items()
+            if value is not None
+        ]
+        if parts:
+            out.append(f"- Batch 4, peak rate {rate:g}: {', '.join(parts)}.")
     by_rate = {}
     for r in rows:
         if r["model"] == "nf_resnet" and r["batch_size"] == 32:
