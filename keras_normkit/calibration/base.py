@@ -70,8 +70,9 @@ _OUTPUTS = ("probabilities", "logits")
 _MODEL_OUTPUTS = ("auto", "logits", "probabilities")
 
 
-def _output_layer(model):
-    """The layer producing a functional/sequential model's output (None if unknown)."""
+def output_layer(model):
+    """The layer producing a functional/sequential model's output (None if unknown). Shared
+    with `keras_normkit.uncertainty`."""
     try:
         outputs = model.outputs
     except (AttributeError, ValueError):
@@ -84,17 +85,18 @@ def _output_layer(model):
     return layers[-1] if layers else None
 
 
-def _detect_model_output(model):
+def detect_model_output(model):
     """'probabilities' if the last layer is a softmax/sigmoid, else 'logits'."""
-    layer = _output_layer(model)
+    layer = output_layer(model)
     if isinstance(layer, keras.layers.Softmax):
         return "probabilities"
     activation = getattr(getattr(layer, "activation", None), "__name__", None)
     return "probabilities" if activation in ("softmax", "sigmoid") else "logits"
 
 
-def _static_num_classes(model):
-    """The last dimension of the model's single output if it is known statically, else None."""
+def static_num_classes(model, exact_rank=False):
+    """The last dimension of the model's single output if it is known statically, else None
+    (the checks of `check_output_shape`). Shared with `keras_normkit.uncertainty`."""
     try:
         outputs = model.outputs
     except (AttributeError, ValueError):
@@ -106,11 +108,13 @@ def _static_num_classes(model):
             "The wrapped model must have a single output of shape (batch, num_classes). "
             f"Received a model with {len(outputs)} outputs."
         )
-    return _check_output_shape(outputs[0].shape)
+    return check_output_shape(outputs[0].shape, exact_rank)
 
 
-def _check_output_shape(shape):
-    if len(shape) < 2 or shape[-1] == 0:
+def check_output_shape(shape, exact_rank=False):
+    """The number of classes of an output `shape` `(batch, ..., num_classes)` (exactly
+    `(batch, num_classes)` with `exact_rank`); a `ValueError` for any other shape."""
+    if len(shape) < 2 or (exact_rank and len(shape) != 2) or shape[-1] == 0:
         raise ValueError(
             "The wrapped model must output logits or probabilities of shape (batch, "
             f"num_classes) (num_classes = 1 for a binary classifier). Received an output of "
@@ -152,7 +156,7 @@ class CalibrationWrapper(keras.Model):
         self.output_type = output
         self._is_calibrated = False
         if model_output == "auto":
-            model_output = _detect_model_output(model)
+            model_output = detect_model_output(model)
             if model_output == "probabilities":
                 warnings.warn(
                     f"The last layer of {model.name!r} applies softmax/sigmoid: its logits are "
@@ -162,7 +166,7 @@ class CalibrationWrapper(keras.Model):
                     stacklevel=3,
                 )
         self.model_output = model_output
-        num_classes = _static_num_classes(model)
+        num_classes = static_num_classes(model)
         self._check_num_classes(num_classes)
         self.num_classes = num_classes
         if num_classes is not None:
@@ -190,7 +194,7 @@ class CalibrationWrapper(keras.Model):
 
     def _check_num_classes(self, num_classes):
         if num_classes == 1 and self.model_output == "probabilities":
-            layer = _output_layer(self.classifier)
+            layer = output_layer(self.classifier)
             activation = getattr(getattr(layer, "activation", None), "__name__", None)
             if activation == "softmax" or isinstance(layer, keras.layers.Softmax):
                 raise ValueError(
@@ -207,7 +211,7 @@ class CalibrationWrapper(keras.Model):
                     "The wrapped model must have a single output of shape (batch, "
                     f"num_classes). Received a structure of outputs: {spec}"
                 )
-            self.num_classes = _check_output_shape(spec.shape)
+            self.num_classes = check_output_shape(spec.shape)
             self._create_calibration_weights(self.num_classes)
         self.built = True
 
@@ -234,7 +238,7 @@ class CalibrationWrapper(keras.Model):
             )
         z = np.asarray(outputs, dtype=np.float32)
         if z.ndim < 2:
-            _check_output_shape(z.shape)
+            check_output_shape(z.shape)
         if self.model_output == "logits":
             return z
         tiny = np.float32(_TINY)

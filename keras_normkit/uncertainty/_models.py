@@ -12,7 +12,8 @@ import numpy as np
 from keras import ops
 
 from keras_normkit._validation import check_string_choice
-from keras_normkit.backend import keras_compat
+from keras_normkit.calibration import base
+from keras_normkit.calibration.base import detect_model_output
 
 MODEL_OUTPUTS = ("auto", "logits", "probabilities")
 TINY = float(np.finfo(np.float32).tiny)
@@ -27,55 +28,23 @@ def check_model(model, name="model"):
     return model
 
 
-def _output_layer(model):
-    try:
-        outputs = model.outputs
-    except (AttributeError, ValueError):
-        outputs = None
-    if outputs and len(outputs) == 1:
-        layer = keras_compat.producing_layer(outputs[0])
-        if layer is not None:
-            return layer
-    layers = getattr(model, "layers", None)
-    return layers[-1] if layers else None
-
-
 def resolve_model_output(model, model_output):
     """`"logits"` or `"probabilities"`: `model_output`, or detected from the last layer."""
     check_string_choice("model_output", model_output, MODEL_OUTPUTS)
     if model_output != "auto":
         return model_output
-    layer = _output_layer(model)
-    if isinstance(layer, keras.layers.Softmax):
-        return "probabilities"
-    activation = getattr(getattr(layer, "activation", None), "__name__", None)
-    return "probabilities" if activation in ("softmax", "sigmoid") else "logits"
+    return detect_model_output(model)
 
 
 def static_num_classes(model):
-    """The last dimension of the model's single output if known statically, else None."""
-    try:
-        outputs = model.outputs
-    except (AttributeError, ValueError):
-        return None
-    if not outputs:
-        return None
-    if len(outputs) != 1:
-        raise ValueError(
-            "The wrapped model must have a single output of shape (batch, num_classes). "
-            f"Received a model with {len(outputs)} outputs."
-        )
-    return check_output_shape(outputs[0].shape)
+    """The last dimension of the model's single output `(batch, num_classes)` if known
+    statically, else None."""
+    return base.static_num_classes(model, exact_rank=True)
 
 
 def check_output_shape(shape):
-    if len(shape) != 2 or shape[-1] == 0:
-        raise ValueError(
-            "The wrapped model must output logits or probabilities of shape (batch, "
-            f"num_classes) (num_classes = 1 for a binary classifier). Received an output of "
-            f"shape {tuple(shape)}."
-        )
-    return shape[-1]
+    """The number of classes of an output of shape `(batch, num_classes)`."""
+    return base.check_output_shape(shape, exact_rank=True)
 
 
 def logits_from_outputs(outputs, model_output):
