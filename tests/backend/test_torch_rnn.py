@@ -302,6 +302,14 @@ LAYERS = {
 }
 
 
+def _native_loop(layer):
+    """The object and attribute name of `layer`'s native loop (it raises
+    `NotImplementedError` where it does not apply)."""
+    if isinstance(layer, layers.FastWeightsRNN):
+        return layer, "_torch_loop"
+    return layer.cell, "torch_loop"
+
+
 def _keras_loop(layer):
     """A context in which `layer` runs its Keras-ops loop (its path before the native
     loops, and its fallback)."""
@@ -309,9 +317,7 @@ def _keras_loop(layer):
     def not_native(*args, **kwargs):
         raise NotImplementedError
 
-    if isinstance(layer, layers.FastWeightsRNN):
-        return mock.patch.object(layer, "_torch_loop", not_native)
-    return mock.patch.object(layer.cell, "torch_loop", not_native)
+    return mock.patch.object(*_native_loop(layer), not_native)
 
 
 def _outputs_and_gradients(layer, x, mask, initial_state, native):
@@ -323,7 +329,17 @@ def _outputs_and_gradients(layer, x, mask, initial_state, native):
     if states:
         kwargs["initial_state"] = states
     if native:
-        outputs = layer(x, training=True, **kwargs)
+        owner, name = _native_loop(layer)
+        loop, finished = getattr(owner, name), []
+
+        def recorded(*args, **loop_kwargs):
+            result = loop(*args, **loop_kwargs)
+            finished.append(True)
+            return result
+
+        with mock.patch.object(owner, name, recorded):
+            outputs = layer(x, training=True, **kwargs)
+        assert finished, "the native loop declined: the comparison would compare nothing"
     else:
         with _keras_loop(layer):
             outputs = layer(x, training=True, **kwargs)
@@ -336,6 +352,16 @@ def _outputs_and_gradients(layer, x, mask, initial_state, native):
     weights = [w.value for w in layer.trainable_weights]
     grads = torch.autograd.grad(loss, [x, *states, *weights])
     return [y.detach().numpy() for y in outputs], [g.numpy() for g in grads]
+
+
+# How close the two loops must come, as a fraction of each array's scale (its largest
+# magnitude, at least 1). The outputs: to 1e-5. The gradients are sums over the batch and
+# the steps taken in another order, through layer norm's centring (differences of nearly
+# equal terms): over 40 initialisations of the weights in every case here, the median
+# difference was 1e-6 of the scale and the worst 1.4e-4 (a fast-weights input gradient),
+# so to 5e-4, far below what a wrong term makes. (Not in float64: Keras's `ops.mean`
+# computes in float32 on PyTorch, so Keras's loop is no exact reference there either.)
+OUTPUT_TOLERANCE, GRADIENT_TOLERANCE = 1e-5, 5e-4
 
 
 @pytest.mark.parametrize("options", PAIRWISE)
@@ -358,6 +384,8 @@ def test_layer_equals_keras_loop(kind, options):
     if kind == "fast_weights":
         a0 = rng.standard_normal((B, H, H)).astype("float32") * 0.3
         initial_state.append(((a0 + a0.transpose(0, 2, 1)) / 2).reshape(B, H * H))
+    # The weights: the same whichever tests ran before in this process.
+    keras.utils.set_random_seed(11)
     layer = layer_class(
         H,
         return_sequences=return_sequences,
@@ -377,11 +405,10 @@ def test_layer_equals_keras_loop(kind, options):
     native = _outputs_and_gradients(layer, x, mask, given, native=True)
     layer.cell.seed_generator.state.assign(seed_state)
     reference = _outputs_and_gradients(layer, x, mask, given, native=False)
-    for ours, theirs in zip(native[0] + native[1], reference[0] + reference[1], strict=True):
-        # To 1e-5 of the array's scale: a gradient summed over the batch and the steps in
-        # another order differs by float32 round-off (up to 2e-5 on values near 1 here).
-        scale = max(1.0, float(np.abs(theirs).max()))
-        assert np.abs(ours - theirs).max() <= 1e-5 * scale
+    for part, tolerance in ((0, OUTPUT_TOLERANCE), (1, GRADIENT_TOLERANCE)):
+        for ours, theirs in zip(native[part], reference[part], strict=True):
+            scale = max(1.0, float(np.abs(theirs).max()))
+            assert np.abs(ours - theirs).max() <= tolerance * scale
 
 
 def test_a_custom_activation_runs_keras_loop():
