@@ -551,7 +551,7 @@ def run_planned_loop(
     for start, stop in segments:
         # The form's carry into this loop (the memory form's: a buffer of `stop` slots).
         slots = ops.shape(body)[1] if stop is None else stop
-        carry = carry._replace(fast=form.init(start, slots, carry.fast))
+        carry = _Carry(carry.h, carry.last_output, form.init(start, slots, carry.fast))
         last, outputs, states = backend_rnn(
             step,
             body if len(segments) == 1 else body[:, start:stop],

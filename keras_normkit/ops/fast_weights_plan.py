@@ -21,7 +21,7 @@ Python values alone (no tensor, no backend query), everything the engine
 | `segments` | `memory_segments(steps // chunk)` for the memory form with `chunk == CHUNK` | [fast-weights-memory-loops] |
 | | else one loop over every chunk, `((0, steps // chunk),)` (`(0, None)`: unknown) | |
 
-([name]: `benchmarks/DECISIONS.md#name`, where each rule was measured.) The last
+([name]: the entry `name` of `benchmarks/DECISIONS.md`, where each rule was measured.) The last
 `steps mod chunk` steps (`LoopPlan.tail`) run after the loop, on the matrix.
 
 `plan` is the only place these rules live: `loop_mode`, `choose_implementation` (in

@@ -255,7 +255,9 @@ def fast_weights_rnn(
     check_choice("mode", mode, MODES)
     check_choice("implementation", implementation, FORMS)
     steps = static_steps(sequences)
-    loop_plan = plan(steps, h0.shape[-1], implementation, **mode_flags(mode))._replace(mode=mode)
+    # The mode as told, even where `plan` would not choose it (XLA clusters for an unknown T).
+    told = plan(steps, h0.shape[-1], implementation, **mode_flags(mode))
+    loop_plan = LoopPlan(told.steps, mode, told.form, told.chunk, told.segments)
     return _run_plan(
         loop_plan,
         step_function,
