@@ -462,7 +462,13 @@ class FastWeightsRNN(keras.layers.RNN):
         `mode`: how the loop runs, `"plain"` (graph ops), `"xla_clusters"` or `"xla"`;
         `None`: `"xla"` if the backend is compiling with XLA while tracing (inside
         `model.compile(jit_compile=True)`, on JAX), else `"plain"`
-        (`keras_normkit.ops.fast_weights_rnn.choose_implementation`).
+        (`keras_normkit.ops.fast_weights_rnn.choose_implementation`, the `form` column of
+        `keras_normkit.ops.fast_weights_plan.plan`). The layer's own calls do not ask this:
+        the engine plans each call itself.
+
+        Args:
+            timesteps: `T` as a Python int, or `None` if unknown.
+            mode: One of `"plain"`, `"xla_clusters"`, `"xla"`, or `None` (see above).
         """
         return choose_implementation(
             self.implementation, self.units, timesteps, mode, stateful=self.stateful

@@ -370,11 +370,19 @@ class _Carry(NamedTuple):
     fast: Any  # the form's carry: `_Matrix` or `_History`
 
     def flat(self):
+        """`[h, last output (if kept), *the form's carry]`, the list the backend loop takes."""
         kept = [] if self.last_output is None else [self.last_output]
         return [self.h, *kept, *self.fast]
 
     @classmethod
     def unflat(cls, values, keep_output, form):
+        """The `_Carry` of a list made by `flat`.
+
+        Args:
+            values: The flat list.
+            keep_output: Whether it holds the last output (second).
+            form: The `MatrixForm` or `MemoryForm` whose carry the rest is.
+        """
         h, *rest = values
         last_output = rest.pop(0) if keep_output else None
         return cls(h, last_output, form.carry(*rest))
