@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_fast_weights.py            # everything (~15 min)
     .venv/bin/python benchmarks/bench_fast_weights.py --section speed --jit 1 [--json PATH]
+    .venv/bin/python benchmarks/bench_fast_weights.py --section compile --repeats 3 [--jit 0]
     .venv/bin/python benchmarks/bench_fast_weights.py --report PATH [--write-block]  # tables
 
 Sections (one run prints markdown tables):
@@ -22,6 +23,14 @@ Sections (one run prints markdown tables):
   `A·h`: fast weights written but never read), and for scale a layer-normalized `tanh` RNN
   without fast weights in Keras's RNN loop, one step per iteration; the same for an LSTM
   where it applies (`train_on_batch`, forward + backward, forward). Not part of `all`.
+* `compile`: the one-time part of the first training step (tracing and compiling: the
+  first `train_on_batch` minus the second) and the steady step, each model in fresh
+  processes, the minimum over `--repeats` of them: `FastWeightsRNN` (`"auto"`) vs
+  `keras.layers.LSTM`, T = 200, 256 units, input 32, B = 32 (`--configs TxU` for another
+  size), against the bound of `COMPILE_BOUND_S` seconds (issue 49,
+  `benchmarks/DECISIONS.md#recurrent-speed-bounds`). `--max-loops N` runs the memory form
+  with at most N consecutive loops instead of `_MAX_LOOPS` (an experiment). Not part of
+  `all`.
 * `first`: the first `fit` epoch (tracing and compiling included) and the second one, each
   model in a fresh subprocess: `FastWeightsRNN(32)` vs `keras.layers.LSTM(32)`, input
   (T = 12, 8), a `Dense(1)` head, Adam, 256 sequences, batch 32 (issue 17). Not part of
@@ -269,6 +278,103 @@ def first_epoch(recorder, jit, repeats, steps=12, units=32):
         recorder.row(name, model, r["first_s"], r["second_s"], rel)
 
 
+COMPILE_KINDS = ("lstm", "auto")
+# The bound on the one-time part of the first training step at T <= 200, units <= 256,
+# with and without XLA, on two CPU cores (issue 49; DECISIONS.md#recurrent-speed-bounds).
+COMPILE_BOUND_S = 30.0
+COMPILE_STEPS = 6  # steady steps timed after the second one
+
+
+def compile_child(kind, jit, steps, units, max_loops=None):
+    """Run in a subprocess: seconds of the first two `train_on_batch` calls and the fastest
+    of `COMPILE_STEPS` more (B = 32, input 32)."""
+    if max_loops:
+        import keras_normkit.ops.fast_weights_plan as plan_module
+
+        plan_module._MAX_LOOPS = max_loops
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, steps, 32)).astype("float32")
+    y = rng.normal(size=(32, units)).astype("float32")
+    model = make_model(kind, steps, 32, units, jit)
+    step = {"step": lambda: model.train_on_batch(x, y)}
+    times = interleaved(step, 2 + COMPILE_STEPS, warmup=0)["step"][:, 0]
+    print(
+        json.dumps({"first_s": times[0], "second_s": times[1], "step_s": float(np.min(times[2:]))})
+    )
+
+
+def _planned_form(units, steps, jit, max_loops=None):
+    """`"auto"`'s form in a training step, with the memory form's number of loops."""
+    import keras_normkit.ops.fast_weights_plan as plan_module
+
+    form = training_auto(units, steps, jit)
+    if form != "memory":
+        return form
+    default, plan_module._MAX_LOOPS = plan_module._MAX_LOOPS, max_loops or plan_module._MAX_LOOPS
+    try:
+        loops = len(plan_module.plan(steps, units, form, xla=True).segments)
+    finally:
+        plan_module._MAX_LOOPS = default
+    return f"memory, {loops} loops"
+
+
+def compile_time(recorder, jit, repeats, steps=200, units=256, max_loops=None):
+    """The one-time part of the first step (first minus second `train_on_batch`), the
+    minimum over `repeats` fresh processes per model (alternating models), and the steady
+    step; against `COMPILE_BOUND_S`."""
+    name = f"compile_jit{int(jit)}"
+    loops = f", at most {max_loops} memory-form loops" if max_loops else ""
+    recorder.table(
+        name,
+        f"First training step's one-time part (first minus second `train_on_batch`), T = "
+        f"{steps}, {units} units, input 32, B = 32 (jit_compile={jit}{loops}; fresh processes, "
+        f"the minimum of {repeats} each; step: the fastest of {COMPILE_STEPS} steps after the "
+        "second, the minimum over processes)",
+        [
+            ("model", ""),
+            ("form", ""),
+            ("one-time s", ".1f"),
+            ("one-time s (each process)", ""),
+            ("step ms", ".1f"),
+            ("step / LSTM step", ".2f"),
+            ("bound s", ".0f"),
+            ("met", ""),
+        ],
+    )
+    runs = {kind: [] for kind in COMPILE_KINDS}
+    for _ in range(repeats):
+        for kind in COMPILE_KINDS:
+            args = ["--child-compile", kind, "--jit", str(int(jit)), "--configs"]
+            args += [f"{steps}x{units}"] + (["--max-loops", str(max_loops)] if max_loops else [])
+            out = subprocess.run(
+                [sys.executable, __file__, *args], capture_output=True, text=True, check=False
+            )
+            lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                recorder.note(f"{kind} failed: {out.stderr.strip().splitlines()[-1:]}")
+                continue
+            runs[kind].append(json.loads(lines[-1]))
+    lstm_step = min((r["step_s"] for r in runs["lstm"]), default=None)
+    for kind, results in runs.items():
+        if not results:
+            continue
+        once = [r["first_s"] - r["second_s"] for r in results]
+        step = min(r["step_s"] for r in results)
+        is_lstm = kind == "lstm"
+        form = "" if is_lstm else _planned_form(units, steps, jit, max_loops)
+        recorder.row(
+            name,
+            "LSTM" if is_lstm else f"FastWeightsRNN ({kind})",
+            form,
+            min(once),
+            " / ".join(f"{t:.1f}" for t in once),
+            1e3 * step,
+            step / lstm_step if lstm_step else None,
+            None if is_lstm else COMPILE_BOUND_S,
+            "" if is_lstm else ("pass" if min(once) <= COMPILE_BOUND_S else "FAIL"),
+        )
+
+
 PROFILE_PARTS = {
     "full": "the layer's step: b = W h + x, h0 = tanh(b), h1 = tanh(LN(b + A h0))",
     "no_layer_norm": "h1 = tanh(b + A h0)",
@@ -380,7 +486,9 @@ def profile(recorder, rounds, steps=200, units=64, batch=64, features=32):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--section", choices=["all", "speed", "grid", "memory", "first", "profile"], default="all"
+        "--section",
+        choices=["all", "speed", "grid", "memory", "first", "compile", "profile"],
+        default="all",
     )
     parser.add_argument("--jit", type=int, choices=[0, 1], default=None)
     parser.add_argument("--rounds", type=int, default=10)
@@ -389,9 +497,15 @@ def main(argv=None):
     )
     parser.add_argument("--grid-units", default=None, help="grid: units, e.g. '64,128'")
     parser.add_argument("--grid-steps", default=None, help="grid: T values, e.g. '32,64'")
-    parser.add_argument("--repeats", type=int, default=2, help="first: processes per model")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="first, compile: processes per model"
+    )
+    parser.add_argument(
+        "--max-loops", type=int, default=None, help="compile: at most N memory-form loops"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-first", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-compile", default=None, help=argparse.SUPPRESS)
     add_arguments(parser)
     args = parser.parse_args(argv)
     if args.child:
@@ -400,6 +514,10 @@ def main(argv=None):
     if args.child_first:
         steps, units = (int(v) for v in (args.configs or "12x32").split("x"))
         first_epoch_child(args.child_first, bool(args.jit), steps, units)
+        return
+    if args.child_compile:
+        steps, units = (int(v) for v in (args.configs or "200x256").split("x"))
+        compile_child(args.child_compile, bool(args.jit), steps, units, args.max_loops)
         return
     if reported(args, SCRIPT):
         return
@@ -423,6 +541,9 @@ def main(argv=None):
         if args.section == "first":
             steps, units = (int(v) for v in (args.configs or "12x32").split(",")[0].split("x"))
             first_epoch(recorder, jit, args.repeats, steps, units)
+        if args.section == "compile":
+            steps, units = (int(v) for v in (args.configs or "200x256").split(",")[0].split("x"))
+            compile_time(recorder, jit, args.repeats, steps, units, args.max_loops)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@ from keras import ops
 from keras_normkit._validation import check_choice, check_int, check_number, check_seed
 from keras_normkit.backend.keras_compat import DropoutRNNCell
 from keras_normkit.layers._cell_args import activation_name, cell_arguments
-from keras_normkit.ops.fast_weights_loop import matvec, static_steps
+from keras_normkit.ops.fast_weights_loop import matvec
 from keras_normkit.ops.fast_weights_rnn import (
     IMPLEMENTATIONS,
     choose_implementation,
-    fast_weights_rnn,
-    loop_mode,
+    run_fast_weights,
 )
 from keras_normkit.ops.layer_norm import layer_norm
 
@@ -283,7 +282,7 @@ class FastWeightsRNNCell(keras.layers.Layer, DropoutRNNCell):
 
 
 def _recurrent_step(cell):
-    """The step `fast_weights_rnn` runs: `b = C·x + bias + W·h`, then `cell.settle`.
+    """The step `run_fast_weights` runs: `b = C·x + bias + W·h`, then `cell.settle`.
 
     `projected` is `C·x + bias` (projected before the loop); `recurrent_mask` the dropout
     mask of `h` in `W·h`.
@@ -321,7 +320,7 @@ class FastWeightsRNN(keras.layers.RNN):
     `B·T·H`). Sequences of up to 12 steps run as one chunk, or, when XLA compiles the loop, one
     step per iteration (XLA compiles an unrolled chunk slowly). With 48 steps or more
     (6 chunks) the memory form runs up to four consecutive loops over growing history
-    buffers (`keras_normkit.ops.fast_weights_loop.memory_segments`), so that no step attends
+    buffers (`keras_normkit.ops.fast_weights_plan.memory_segments`), so that no step attends
     over the empty end of the buffer.
 
     Without XLA the loop is hundreds of small kernels per step, so on TensorFlow a training
@@ -452,7 +451,6 @@ class FastWeightsRNN(keras.layers.RNN):
         # `supports_masking = False`, which drops it and warns on every masked call.
         self.supports_masking = True
         self.implementation = implementation
-        self._zero_initial_fast_weights = True
 
     @property
     def units(self):
@@ -464,29 +462,49 @@ class FastWeightsRNN(keras.layers.RNN):
         `mode`: how the loop runs, `"plain"` (graph ops), `"xla_clusters"` or `"xla"`;
         `None`: `"xla"` if the backend is compiling with XLA while tracing (inside
         `model.compile(jit_compile=True)`, on JAX), else `"plain"`
-        (`keras_normkit.ops.fast_weights_rnn.choose_implementation`).
+        (`keras_normkit.ops.fast_weights_rnn.choose_implementation`, the `form` column of
+        `keras_normkit.ops.fast_weights_plan.plan`). The layer's own calls do not ask this:
+        the engine plans each call itself.
+
+        Args:
+            timesteps: `T` as a Python int, or `None` if unknown.
+            mode: One of `"plain"`, `"xla_clusters"`, `"xla"`, or `None` (see above).
         """
         return choose_implementation(
             self.implementation, self.units, timesteps, mode, stateful=self.stateful
         )
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
-        # Whether A(0) is known to be zero (then the memory form skips `A(0)·v`).
-        self._zero_initial_fast_weights = initial_state is None and not self.stateful
+        if initial_state is None and not self.stateful:
+            # A(0) is zero: `inner_loop` is given `[h0]` alone and passes `a0=None` down (the
+            # memory form then skips `A(0)·v`), where Keras's RNN would make a zero
+            # `(batch, units²)` state.
+            batch = ops.shape(sequences)[0]
+            initial_state = [ops.zeros((batch, self.units), self.cell.compute_dtype)]
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
+        """The loop over `sequences`: one call into the engine.
+
+        Args:
+            sequences: `(B, T, F)` tensor.
+            initial_state: `[h0, A0]`, `A0` flattened to `(B, units²)`, or `[h0]` alone when
+                `A(0)` is zero (what `call` passes without a given or stateful state).
+            mask: Optional boolean `(B, T)` mask (or a nested one, its first).
+            training: Whether dropout applies and the loop may run as XLA clusters.
+        """
         cell, units = self.cell, self.units
         if keras.tree.is_nested(mask):
             mask = mask[0]
+        h0, *given = initial_state
+        a0 = ops.reshape(given[0], (-1, units, units)) if given else None
         if keras.backend.backend() == "torch":
             # PyTorch: the native loop (one autograd node for the sequence), as Keras's LSTM
             # tries `backend.lstm`; Keras-ops loop below where it does not apply.
             try:
-                return self._torch_loop(sequences, initial_state, mask, training)
+                return self._torch_loop(sequences, h0, a0, mask, training)
             except NotImplementedError:
                 pass
-        h0, a0 = initial_state
         # The coefficients: dropout masks, and the weights read as tensors under the layer's
         # autocast scope (the engine may run the loop as an XLA cluster, which reads no
         # variable).
@@ -502,21 +520,21 @@ class FastWeightsRNN(keras.layers.RNN):
             "gamma": tensor(cell.gamma) if cell.use_layer_norm else None,
             "beta": tensor(cell.beta) if cell.use_layer_norm else None,
         }
-        # Then the engine: how the loop runs, which form, the loop.
-        mode = loop_mode(sequences, training)
-        last, outputs, h, a = fast_weights_rnn(
+        # Then the engine: it plans (how the loop runs, which form) and runs the loop.
+        last, outputs, h, a = run_fast_weights(
             _recurrent_step(cell),
             sequences,
             tensor(cell.kernel),
             h0,
-            None if self._zero_initial_fast_weights else ops.reshape(a0, (-1, units, units)),
+            a0,
             decay=cell.decay,
             learning_rate=cell.fast_learning_rate,
             bias=tensor(cell.bias) if cell.use_bias else None,
             step_tensors=step_tensors,
             mask=mask,
-            implementation=self.resolve_implementation(static_steps(sequences), mode),
-            mode=mode,
+            implementation=self.implementation,
+            stateful=self.stateful,
+            training=training,
             go_backwards=self.go_backwards,
             zero_output_for_mask=self.zero_output_for_mask,
             return_sequences=self.return_sequences,
@@ -525,16 +543,12 @@ class FastWeightsRNN(keras.layers.RNN):
         outputs = last[:, None] if outputs is None else outputs
         return last, outputs, [h, ops.reshape(a, (-1, units * units))]
 
-    def _torch_loop(self, sequences, initial_state, mask, training):
-        """`inner_loop` on PyTorch's native loop (`keras_normkit.backend.torch_rnn`)."""
+    def _torch_loop(self, sequences, h0, a0, mask, training):
+        """`inner_loop` on PyTorch's native loop (`keras_normkit.backend.torch_rnn`);
+        `a0`: `(B, units, units)`, or `None` for zeros."""
         from keras_normkit.backend import torch_rnn
 
         cell, units, tensor = self.cell, self.units, ops.convert_to_tensor
-        h0, a0 = initial_state
-        if self._zero_initial_fast_weights:
-            a0 = None
-        else:
-            a0 = ops.reshape(a0, (-1, units, units))
         last, outputs, (h, a) = torch_rnn.fast_weights_rnn(
             sequences,
             [h0, a0],

@@ -7,10 +7,12 @@ formula fast (a parallel scan, a chunked loop) lives here, usable and tested on 
   in parallel (used by `keras_normkit.layers.QRN`).
 * `layer_norm`: layer normalization over the last axis (Keras's `LayerNormalization`
   formula) with a hand-derived gradient (used by the layer-normalized RNN cells).
-* `keras_normkit.ops.fast_weights_loop`: the chunked time loop of
-  `keras_normkit.layers.FastWeightsRNN`, and `keras_normkit.ops.fast_weights_rnn`, which
-  plans and runs it for a sequence (input projection, XLA clusters, the `"auto"` rule)
-  (private engines, not part of `__all__`).
+* The engine of `keras_normkit.layers.FastWeightsRNN`, three public modules (their names
+  are imported from them, not from here): `keras_normkit.ops.fast_weights_plan`, every
+  rule of how a call runs as one pure function (`plan` -> `LoopPlan`);
+  `keras_normkit.ops.fast_weights_loop`, the chunked time loop (`MatrixForm`, `MemoryForm`);
+  `keras_normkit.ops.fast_weights_rnn`, the one call the layer makes (`run_fast_weights`:
+  plan, input projection, XLA clusters, the loop). Their private helpers start with `_`.
 """
 
 from keras_normkit.ops.layer_norm import layer_norm

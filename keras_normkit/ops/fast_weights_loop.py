@@ -40,11 +40,17 @@ full-length buffer: with `k` equal loops the work is `(k + 1) / (2k)` of one loo
 The loop itself is the backend's RNN loop (`keras_normkit.backend.keras_compat.backend_rnn`,
 what `keras.layers.RNN` runs), so it compiles with XLA and exports like a Keras RNN.
 
-In this module: `fast_weights_loop` plans the chunks (`chunk_size`, `_pad_to_chunks`,
-`_loop_inputs`, `memory_segments`) and runs the backend loop over them with `_chunk_step`,
-one iteration: `_run_chunk` unrolls the chunk's steps (each calling the caller's step with
-`_fast_apply_in_chunk`), then the form writes `A(t0)`'s next value (`_matrix_apply` /
-`_matrix_write` for the matrix, `_history_*` for the memory form); the tail runs
+The plan (form, chunk size, loops) is `keras_normkit.ops.fast_weights_plan.plan`'s, made
+from Python values before anything is traced; `CHUNK`, `chunk_size` and `memory_segments`
+live there and are re-exported here.
+
+In this module: `fast_weights_loop` plans and runs; `run_planned_loop` runs a given
+`LoopPlan`: it pads an unknown length (`_pad_to_chunks`), stacks the chunks
+(`_loop_inputs`) and runs the backend loop over each of the plan's segments with
+`_chunk_step`, one iteration: `_run_chunk` unrolls the chunk's steps (each calling the
+caller's step with `_fast_apply_in_chunk`), then the form (`MatrixForm` or `MemoryForm`,
+the same four methods `init`, `apply`, `write`, `finalize`) writes `A(t0)`'s next value.
+The loop carries a `_Carry` by name (`h`, the last output, the form's carry); the tail runs
 `_run_chunk` once more, on the matrix. Nothing is stored between calls.
 """
 
@@ -56,23 +62,26 @@ from keras import ops
 from keras_normkit._validation import check_choice, check_number
 from keras_normkit.backend.keras_compat import backend_rnn
 from keras_normkit.ops._shapes import padding_to_multiple
+from keras_normkit.ops.fast_weights_plan import (
+    CHUNK,
+    FORMS,
+    chunk_size,
+    memory_segments,
+    mode_flags,
+    plan,
+)
 
 __all__ = [
     "CHUNK",
+    "MatrixForm",
+    "MemoryForm",
     "chunk_size",
     "fast_weights_loop",
     "matvec",
     "memory_segments",
+    "run_planned_loop",
     "static_steps",
 ]
-
-# Steps per iteration of the time loop (see `chunk_size`).
-CHUNK = 8
-
-# The memory form's consecutive loops (see `memory_segments`): at most this many, of at
-# least `_CHUNKS_PER_LOOP` chunks each.
-_MAX_LOOPS = 4
-_CHUNKS_PER_LOOP = 3
 
 
 def static_steps(x):
@@ -84,39 +93,6 @@ def static_steps(x):
     """
     steps = x.shape[1]
     return steps if isinstance(steps, int) else None
-
-
-def memory_segments(n_chunks):
-    """The memory form's loops over `n_chunks` chunks: `[(first chunk, end chunk), ...]`.
-
-    `min(4, n_chunks // 3)` consecutive loops of (nearly) equal length, one loop below 6
-    chunks. Loop `i` attends over a history buffer of `end_i` chunks; with `k` equal loops
-    the attention work (and the history back-propagation stores) is `(k + 1) / (2k)` of
-    one loop over the full buffer. More loops cut that work further, but each loop
-    compiles on its own under XLA, so the first step's compile time grows with their
-    number: hence at most four (`benchmarks/DECISIONS.md#fast-weights-memory-loops`).
-    """
-    if n_chunks is None or n_chunks < 2 * _CHUNKS_PER_LOOP:
-        return [(0, n_chunks)]
-    loops = min(_MAX_LOOPS, n_chunks // _CHUNKS_PER_LOOP)
-    edges = [round(i * n_chunks / loops) for i in range(loops + 1)]
-    return list(zip(edges[:-1], edges[1:], strict=True))
-
-
-def chunk_size(steps, xla):
-    """Steps per loop iteration for a static length `steps`; `xla`: XLA compiles the loop.
-
-    Sequences of up to 12 steps have no tail after the loop (one chunk trained faster
-    than a chunk of 8 plus a short tail). Without XLA they run as one chunk; under XLA
-    (`jit_compile`, JAX, the layer's XLA clusters) as one step per iteration: an unrolled
-    chunk's intra-chunk products grow as the square of the chunk, and XLA compiles such a
-    chunk and its gradient many times slower than the loop of single steps, whose train
-    step is as fast (`benchmarks/DECISIONS.md#fast-weights-chunk`). That loop carries at
-    most 12 `A` (or histories of 12 states) for back-propagation.
-    """
-    if steps > CHUNK * 3 // 2:
-        return CHUNK
-    return 1 if xla else max(1, steps)
 
 
 def matvec(a, v):
@@ -244,83 +220,172 @@ def _run_chunk(recurrence, inputs, mask, h, last_output, global_apply):
 # -- the two forms of A(t0): the matrix, or the history of states ---------------------------
 
 
-def _matrix_apply(a):
-    """`global_apply(v, d) = d·A·v` for the matrix `A` at the chunk's start."""
-    return lambda v, d: _scaled(matvec(a, v), d)
+class _Matrix(NamedTuple):
+    """The matrix form's carry."""
+
+    a: Any  # A(t0), (B, H, H)
 
 
-def _matrix_write(a, chunk):
-    """`A(t0 + c) = d·A(t0) + Σ_j w_j h_j h_jᵀ`, once per chunk."""
-    decay = chunk.decay if isinstance(chunk.decay, float) else chunk.decay[:, :, None]
-    weighted = ops.swapaxes(chunk.states * chunk.weights[:, :, None], 1, 2)
-    return decay * a + ops.matmul(weighted, chunk.states)
+class _History(NamedTuple):
+    """The memory form's carry: the states so far, one slot per chunk, and their weights."""
+
+    states: Any  # (B, slots, chunk, H)
+    weights: Any  # their weights w_τ in A, (B, slots, chunk)
+    position: Any  # 1 at the slot the next chunk writes, (1, slots)
+    scale: Any  # the decay of A(0) so far, (B, 1)
 
 
-def _empty_history(batch, n_slots, chunk, units, dtype):
-    """The memory form's carry before any step: `[states, weights, position, scale]`.
+class MatrixForm:
+    """`implementation="matrix"`: the loop carries `A` itself, `O(B·H²)` work per step.
 
-    `states` `(B, slots, chunk, H)` and their weights `(B, slots, chunk)` in `A`, one slot
-    per chunk, all zero; `position` (1 at the slot the next chunk writes); `scale`
-    `(B, 1)`, the decay of `A(0)` so far.
+    The forms share four methods, called by the loop in this order: `init` (the carry into
+    each loop over a range of chunks), `apply` (`A(t0)·v` at a chunk's start), `write`
+    (`A(t0 + c)` after the chunk) and `finalize` (`A` after the last loop).
+
+    Args:
+        a0: `(B, H, H)` initial fast weights, or `None` for zeros.
+        batch: The batch size (an int or a tensor).
+        units: The state's size `H`.
+        dtype: The carry's dtype.
     """
-    return [
-        ops.zeros((batch, n_slots, chunk, units), dtype),
-        ops.zeros((batch, n_slots, chunk), dtype),
-        ops.cast(ops.arange(n_slots) == 0, dtype)[None, :],
-        ops.ones((batch, 1), dtype),
-    ]
+
+    carry = _Matrix
+
+    def __init__(self, a0, batch, units, dtype):
+        self.a0, self.batch, self.units, self.dtype = a0, batch, units, dtype
+
+    def init(self, start, stop, carry=None):
+        """The carry into the loop over chunks `start:stop`: `A(0)`, then the last one's."""
+        if carry is not None:
+            return carry
+        a = (
+            ops.zeros((self.batch, self.units, self.units), self.dtype)
+            if self.a0 is None
+            else self.a0
+        )
+        return _Matrix(a)
+
+    def apply(self, carry):
+        """`global_apply(v, d) = d·A·v` for the matrix `A` at the chunk's start."""
+        return lambda v, d: _scaled(matvec(carry.a, v), d)
+
+    def write(self, carry, chunk):
+        """`A(t0 + c) = d·A(t0) + Σ_j w_j h_j h_jᵀ`, once per chunk."""
+        decay = chunk.decay if isinstance(chunk.decay, float) else chunk.decay[:, :, None]
+        weighted = ops.swapaxes(chunk.states * chunk.weights[:, :, None], 1, 2)
+        return _Matrix(decay * carry.a + ops.matmul(weighted, chunk.states))
+
+    def finalize(self, carry):
+        """`A` after the loop."""
+        return carry.a
 
 
-def _grown_history(history, start, stop, dtype):
-    """The history carried into the loop over chunks `start:stop`: `stop` slots."""
-    states, weights, _, scale = history
-    grow = stop - start
-    return [
-        ops.pad(states, [[0, 0], [0, grow], [0, 0], [0, 0]]),
-        ops.pad(weights, [[0, 0], [0, grow], [0, 0]]),
-        ops.cast(ops.arange(stop) == start, dtype)[None, :],
-        scale,
-    ]
+class MemoryForm:
+    """`implementation="memory"`: the loop carries the history of states, never `A`.
 
+    `A(t)·v = Σ_τ w_τ h(τ) (h(τ)ᵀ v) + scale·A(0)·v`, `O(B·T·H)` work per step; `A` is
+    formed once, by `finalize`. Its history has one slot per chunk; each loop over chunks
+    `start:stop` carries `stop` slots (`keras_normkit.ops.fast_weights_plan.memory_segments`).
+    Same methods as `MatrixForm`.
 
-def _history_apply(history, a0, batch, units):
-    """`global_apply(v, d) = d·A·v`, `A = Σ_τ w_τ h(τ) h(τ)ᵀ + scale·A(0)` (`a0=None`: 0)."""
-    states, weights, _, scale = history
-    flat_h = ops.reshape(states, (batch, -1, units))
-    flat_w = ops.reshape(weights, (batch, -1))
+    Args:
+        a0: `(B, H, H)` initial fast weights, or `None` for zeros (then the `A(0)·v` term is
+            skipped).
+        batch: The batch size (an int or a tensor).
+        units: The state's size `H`.
+        dtype: The carry's dtype.
+        chunk: Steps per chunk (slot).
+    """
 
-    def global_apply(v, d):
-        scores = ops.squeeze(ops.matmul(flat_h, v[:, :, None]), -1) * flat_w
-        out = ops.squeeze(ops.matmul(scores[:, None, :], flat_h), 1)
-        if a0 is not None:
-            out = out + scale * matvec(a0, v)
-        return _scaled(out, d)
+    carry = _History
 
-    return global_apply
+    def __init__(self, a0, batch, units, dtype, chunk):
+        self.a0, self.batch, self.units, self.dtype = a0, batch, units, dtype
+        self.chunk = chunk
 
+    def init(self, start, stop, carry=None):
+        """The carry into the loop over chunks `start:stop`: `stop` slots, `start` of them
+        filled by the loops before (`carry`, `None` for the first loop: all zero)."""
+        dtype = self.dtype
+        if carry is None:
+            return _History(
+                ops.zeros((self.batch, stop, self.chunk, self.units), dtype),
+                ops.zeros((self.batch, stop, self.chunk), dtype),
+                ops.cast(ops.arange(stop) == 0, dtype)[None, :],
+                ops.ones((self.batch, 1), dtype),
+            )
+        grow = stop - start
+        return _History(
+            ops.pad(carry.states, [[0, 0], [0, grow], [0, 0], [0, 0]]),
+            ops.pad(carry.weights, [[0, 0], [0, grow], [0, 0]]),
+            ops.cast(ops.arange(stop) == start, dtype)[None, :],
+            carry.scale,
+        )
 
-def _history_write(history, chunk):
-    """The chunk's states and weights into the slot at `position`; older weights decayed."""
-    states, weights, position, scale = history
-    decay = chunk.decay if isinstance(chunk.decay, float) else chunk.decay[:, :, None]
-    new = position[:, :, None] > 0
-    weights = ops.where(new, chunk.weights[:, None, :], weights * decay)
-    states = ops.where(new[..., None], chunk.states[:, None], states)
-    position = ops.pad(position[:, :-1], [[0, 0], [1, 0]])
-    return [states, weights, position, scale * chunk.decay]
+    def apply(self, carry):
+        """`global_apply(v, d) = d·A·v`, `A = Σ_τ w_τ h(τ) h(τ)ᵀ + scale·A(0)`."""
+        batch, units, a0 = self.batch, self.units, self.a0
+        flat_h = ops.reshape(carry.states, (batch, -1, units))
+        flat_w = ops.reshape(carry.weights, (batch, -1))
 
+        def global_apply(v, d):
+            scores = ops.squeeze(ops.matmul(flat_h, v[:, :, None]), -1) * flat_w
+            out = ops.squeeze(ops.matmul(scores[:, None, :], flat_h), 1)
+            if a0 is not None:
+                out = out + carry.scale * matvec(a0, v)
+            return _scaled(out, d)
 
-def _history_matrix(history, a0, batch, units):
-    """`A = Σ_τ w_τ h(τ) h(τ)ᵀ + scale·A(0)`, formed once, after the loop."""
-    states, weights, _, scale = history
-    flat_h = ops.reshape(states, (batch, -1, units))
-    a = ops.einsum("bti,btj->bij", flat_h * ops.reshape(weights, (batch, -1, 1)), flat_h)
-    if a0 is not None:
-        a = a + scale[:, :, None] * a0
-    return a
+        return global_apply
+
+    def write(self, carry, chunk):
+        """The chunk's states and weights into the slot at `position`; older weights decayed."""
+        decay = chunk.decay if isinstance(chunk.decay, float) else chunk.decay[:, :, None]
+        new = carry.position[:, :, None] > 0
+        return _History(
+            states=ops.where(new[..., None], chunk.states[:, None], carry.states),
+            weights=ops.where(new, chunk.weights[:, None, :], carry.weights * decay),
+            position=ops.pad(carry.position[:, :-1], [[0, 0], [1, 0]]),
+            scale=carry.scale * chunk.decay,
+        )
+
+    def finalize(self, carry):
+        """`A = Σ_τ w_τ h(τ) h(τ)ᵀ + scale·A(0)`, formed once, after the loop."""
+        batch, units = self.batch, self.units
+        flat_h = ops.reshape(carry.states, (batch, -1, units))
+        weights = ops.reshape(carry.weights, (batch, -1, 1))
+        a = ops.einsum("bti,btj->bij", flat_h * weights, flat_h)
+        if self.a0 is not None:
+            a = a + carry.scale[:, :, None] * self.a0
+        return a
 
 
 # -- the loop -------------------------------------------------------------------------------
+
+
+class _Carry(NamedTuple):
+    """What the backend loop carries, by name; it is given and returns a flat list."""
+
+    h: Any  # the state, (B, H)
+    last_output: Any  # the previous output (only with a mask that repeats it), else None
+    fast: Any  # the form's carry: `_Matrix` or `_History`
+
+    def flat(self):
+        """`[h, last output (if kept), *the form's carry]`, the list the backend loop takes."""
+        kept = [] if self.last_output is None else [self.last_output]
+        return [self.h, *kept, *self.fast]
+
+    @classmethod
+    def unflat(cls, values, keep_output, form):
+        """The `_Carry` of a list made by `flat`.
+
+        Args:
+            values: The flat list.
+            keep_output: Whether it holds the last output (second).
+            form: The `MatrixForm` or `MemoryForm` whose carry the rest is.
+        """
+        h, *rest = values
+        last_output = rest.pop(0) if keep_output else None
+        return cls(h, last_output, form.carry(*rest))
 
 
 def _pad_to_chunks(inputs, mask, batch):
@@ -354,31 +419,18 @@ def _loop_inputs(inputs, mask, batch, chunk, n_chunks):
     return ops.concatenate([body, ops.reshape(mask[:, :main], (batch, count, chunk, 1))], -1)
 
 
-def _chunk_step(recurrence, memory, a0, batch, units, features, masked, keep_output):
+def _chunk_step(recurrence, form, features, masked, keep_output):
     """The step function of the backend loop: one chunk, `(inputs, states) -> (outputs,
-    states)`.
-
-    The loop's states are `[h, last output (if kept), *carry]`, the carry being `[A]` in
-    the matrix form and the history (`_empty_history`) in the memory form.
-    """
+    states)`, the states being a flat `_Carry`."""
 
     def step(inputs, states):
         x, mask = inputs, None
         if masked:
             x, mask = inputs[..., :features], inputs[..., features]
-        h, *carry = states
-        last_output = carry.pop(0) if keep_output else None
-        if memory:
-            global_apply = _history_apply(carry, a0, batch, units)
-        else:
-            global_apply = _matrix_apply(carry[0])
-        chunk = _run_chunk(recurrence, x, mask, h, last_output, global_apply)
-        if memory:
-            carry = _history_write(carry, chunk)
-        else:
-            carry = [_matrix_write(carry[0], chunk)]
-        kept = [chunk.last_output] if keep_output else []
-        return chunk.outputs, [chunk.h, *kept, *carry]
+        carry = _Carry.unflat(states, keep_output, form)
+        chunk = _run_chunk(recurrence, x, mask, carry.h, carry.last_output, form.apply(carry.fast))
+        kept = chunk.last_output if keep_output else None
+        return chunk.outputs, _Carry(chunk.h, kept, form.write(carry.fast, chunk)).flat()
 
     return step
 
@@ -403,7 +455,8 @@ def fast_weights_loop(
     `fast_apply(v) = A(t)·v`, then `A(t+1) = decay·A(t) + learning_rate·h(t+1) h(t+1)ᵀ`.
     Masked steps neither change `h` nor write or decay `A`; they output the previous output
     (zeros with `zero_output_for_mask`, and before the first unmasked step), as in
-    `keras.layers.RNN`.
+    `keras.layers.RNN`. Plans the loop with `keras_normkit.ops.fast_weights_plan.plan`, then
+    runs it (`run_planned_loop`).
 
     Args:
         step_function: `(x_t, h, fast_apply) -> new h`, with `x_t` `(B, F)`, `h` `(B, H)`
@@ -428,77 +481,117 @@ def fast_weights_loop(
         `(last_output, outputs, h, A)`: `(B, H)`, `(B, T, H)` or `None` without
         `return_sequences`, `(B, H)` and `(B, H, H)`.
     """
-    check_choice("implementation", implementation, ("matrix", "memory"))
+    check_choice("implementation", implementation, FORMS)
+    loop_plan = plan(
+        static_steps(inputs), h0.shape[-1], implementation, **mode_flags("xla" if xla else "plain")
+    )
+    return run_planned_loop(
+        step_function,
+        inputs,
+        h0,
+        a0,
+        loop_plan,
+        decay=decay,
+        learning_rate=learning_rate,
+        mask=mask,
+        zero_output_for_mask=zero_output_for_mask,
+        return_sequences=return_sequences,
+    )
+
+
+def run_planned_loop(
+    step_function,
+    inputs,
+    h0,
+    a0,
+    loop_plan,
+    *,
+    decay,
+    learning_rate,
+    mask=None,
+    zero_output_for_mask=False,
+    return_sequences=False,
+):
+    """`fast_weights_loop` for a plan made by the caller (`fast_weights_plan.plan`).
+
+    Args:
+        step_function: As in `fast_weights_loop`.
+        inputs: `(B, T, F)` tensor, `T` being `loop_plan.steps` (`None`: unknown).
+        h0: `(B, H)` initial state.
+        a0: `(B, H, H)` initial fast weights, or `None` for zeros.
+        loop_plan: A `LoopPlan`: the form, the chunk and the loops to run.
+        decay: As in `fast_weights_loop`.
+        learning_rate: As in `fast_weights_loop`.
+        mask: As in `fast_weights_loop`.
+        zero_output_for_mask: As in `fast_weights_loop`.
+        return_sequences: As in `fast_weights_loop`.
+
+    Returns:
+        As `fast_weights_loop`.
+    """
     recurrence = _Recurrence(
         step_function,
         check_number("decay", decay, 0.0, 1.0),
         check_number("learning_rate", learning_rate, 0.0),
         bool(zero_output_for_mask),
     )
-    memory = implementation == "memory"
     batch, features, units = ops.shape(inputs)[0], inputs.shape[-1], h0.shape[-1]
     dtype = inputs.dtype
-    steps = static_steps(inputs)
+    steps, chunk, n_chunks, segments = (
+        loop_plan.steps,
+        loop_plan.chunk,
+        loop_plan.n_chunks,
+        loop_plan.segments,
+    )
     if steps is None:  # unknown length: whole chunks of masked steps
         inputs, mask, unpadded_steps = _pad_to_chunks(inputs, mask, batch)
-        chunk, n_chunks, tail = CHUNK, None, 0
-    else:
-        chunk = chunk_size(steps, xla)
-        n_chunks, tail = divmod(steps, chunk)
     float_mask = None if mask is None else ops.cast(mask, dtype)
     keep_output = float_mask is not None and not zero_output_for_mask
     body = _loop_inputs(inputs, float_mask, batch, chunk, n_chunks)
-    # Loops over consecutive ranges of chunks: the memory form's history fills up as
-    # the sequence runs, so a long sequence runs several loops over growing buffers
-    # (`memory_segments`). Not for the loops of single steps of short sequences
-    # (`chunk_size`), never for the matrix form.
-    segments = memory_segments(n_chunks) if memory and chunk == CHUNK else [(0, n_chunks)]
-    kept = [ops.zeros((batch, units), dtype)] if keep_output else []  # the last output
-    if memory:
-        n_slots = segments[0][1] if n_chunks is not None else ops.shape(body)[1]
-        carry = _empty_history(batch, n_slots, chunk, units, dtype)
+    if loop_plan.form == "memory":
+        form = MemoryForm(a0, batch, units, dtype, chunk)
     else:
-        carry = [ops.zeros((batch, units, units), dtype) if a0 is None else a0]
-    states = [h0, *kept, *carry]
-    step = _chunk_step(
-        recurrence, memory, a0, batch, units, features, float_mask is not None, keep_output
-    )
+        form = MatrixForm(a0, batch, units, dtype)
+    carry = _Carry(h0, ops.zeros((batch, units), dtype) if keep_output else None, None)
+    step = _chunk_step(recurrence, form, features, float_mask is not None, keep_output)
     all_outputs = return_sequences or steps is None
     segment_outputs = []
     for start, stop in segments:
-        if start > 0:  # the memory form's next loop: a buffer of `stop` slots
-            states = [*states[:-4], *_grown_history(states[-4:], start, stop, dtype)]
+        # The form's carry into this loop (the memory form's: a buffer of `stop` slots).
+        slots = ops.shape(body)[1] if stop is None else stop
+        carry = _Carry(carry.h, carry.last_output, form.init(start, slots, carry.fast))
         last, outputs, states = backend_rnn(
             step,
             body if len(segments) == 1 else body[:, start:stop],
-            states,
+            carry.flat(),
             mask=None,
             unroll=False,
             input_length=None if stop is None else stop - start,
             return_all_outputs=all_outputs,
         )
+        carry = _Carry.unflat(states, keep_output, form)
         segment_outputs.append(outputs)
     if len(segments) > 1 and all_outputs:
         outputs = ops.concatenate(segment_outputs, axis=1)
-    h = states[0]
-    last_output = states[1] if keep_output else None
-    a = _history_matrix(states[-4:], a0, batch, units) if memory else states[-1]
+    h, a = carry.h, form.finalize(carry.fast)
     last = last[:, -1]
     if all_outputs:
         length = -1 if n_chunks is None else n_chunks * chunk
         outputs = ops.reshape(outputs, (batch, length, units))
-    if tail:
+    if loop_plan.tail:
         # The last `tail < chunk` steps, outside the loop, on the matrix.
         main = n_chunks * chunk
+        matrix = MatrixForm(a, batch, units, dtype)
+        fast = matrix.init(0, None)
         chunk_out = _run_chunk(
             recurrence,
             inputs[:, main:],
             None if float_mask is None else float_mask[:, main:],
             h,
-            last_output,
-            _matrix_apply(a),
+            carry.last_output,
+            matrix.apply(fast),
         )
-        h, a = chunk_out.h, _matrix_write(a, chunk_out)
+        h, a = chunk_out.h, matrix.finalize(matrix.write(fast, chunk_out))
         last = chunk_out.outputs[:, -1]
         if return_sequences:
             outputs = ops.concatenate([outputs, chunk_out.outputs], axis=1)

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import keras_normkit.ops.fast_weights_loop as loop_module
 import keras_normkit.ops.fast_weights_rnn as engine_module
 from keras_normkit.layers import FastWeightsRNN, FastWeightsRNNCell
 from keras_normkit.ops.fast_weights_loop import CHUNK
@@ -572,6 +571,29 @@ def test_auto_rule():
     assert FastWeightsRNN(48).resolve_implementation(24) == expected
 
 
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="PyTorch runs its native loop")
+def test_one_call_into_the_engine_with_a0_none_unless_given(monkeypatch):
+    """The layer calls `run_fast_weights` once per call, with `a0=None` when `A(0)` is zero
+    (no initial state, not stateful), else the given `A(0)`; no state is kept on the layer."""
+    import keras_normkit.layers.fast_weights as layer_module
+
+    seen = []
+    real = layer_module.run_fast_weights
+
+    def spy(*args, **kwargs):
+        seen.append(args[4])  # a0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(layer_module, "run_fast_weights", spy)
+    layer = FastWeightsRNN(4, return_state=True)
+    x = np.ones((2, 3, 5), "float32")
+    _, h, a = layer(x)
+    assert len(seen) == 1 and seen[0] is None
+    layer(x, initial_state=[h, a])
+    assert len(seen) == 2 and tuple(seen[1].shape) == (2, 4, 4)
+    assert not hasattr(layer, "_zero_initial_fast_weights")
+
+
 class _Traced(Exception):
     """Stops a trace once `"auto"` has chosen (nothing is compiled or run)."""
 
@@ -580,19 +602,19 @@ class _Traced(Exception):
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_auto_follows_the_compile_mode(monkeypatch, jit_compile):
     chosen = []
-    resolve = FastWeightsRNN.resolve_implementation
+    real_plan = engine_module.plan
 
-    def spy(self, timesteps, mode=None):
-        chosen.append((self.units, resolve(self, timesteps, mode)))
+    def spy(steps, units, *args, **kwargs):  # the layer's one plan per call
+        chosen.append((units, real_plan(steps, units, *args, **kwargs).form))
         if len(chosen) == 2:
             raise _Traced
-        return chosen[-1][1]
+        return real_plan(steps, units, *args, **kwargs)
 
     inputs = keras.Input((60, 3))
     outputs = [FastWeightsRNN(units)(inputs) for units in (48, 64)]
     model = keras.Model(inputs, keras.layers.Concatenate()(outputs))
     model.compile("sgd", "mse", jit_compile=jit_compile)
-    monkeypatch.setattr(FastWeightsRNN, "resolve_implementation", spy)
+    monkeypatch.setattr(engine_module, "plan", spy)
     x = np.zeros((4, 60, 3), "float32")
     # T = 60: memory with XLA for both (60 <= 1.3 * 48); as XLA clusters (training without
     # jit_compile) only for 64 units (48 * 1.2 < 60 <= 64 * 1.2); with plain ops (inference
@@ -677,11 +699,13 @@ def test_loop_compiled_as_xla_clusters_matches_plain_graph(
         return numpy_out(step(x, h0, a0))
 
     chunks = []
-    real_chunk_size = loop_module.chunk_size
+    real_plan = engine_module.plan
     monkeypatch.setattr(
-        loop_module,
-        "chunk_size",
-        lambda t, xla: chunks.append(real_chunk_size(t, xla)) or chunks[-1],
+        engine_module,
+        "plan",
+        lambda *args, **kwargs: (
+            chunks.append(real_plan(*args, **kwargs).chunk) or real_plan(*args, **kwargs)
+        ),
     )
     compiled = gradients()
     assert compiled_loops  # the loop did run as XLA clusters

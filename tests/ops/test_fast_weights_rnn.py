@@ -1,4 +1,4 @@
-"""`keras_normkit.ops.fast_weights_rnn`: the plan (mode, form, projection) and the engine.
+"""`keras_normkit.ops.fast_weights_rnn`: mode, form, projection, and the engine.
 
 The engine is given a step function written from the paper's equations and tensors (no
 layer, no cell), and checked against the NumPy reference.
@@ -15,6 +15,7 @@ from keras_normkit.ops.fast_weights_rnn import (
     fast_weights_rnn,
     loop_mode,
     project_inputs,
+    run_fast_weights,
 )
 from tests.conftest import requires_tensorflow
 from tests.layers.test_fast_weights import ragged_mask, random_weights
@@ -140,7 +141,7 @@ def test_engine_matches_numpy_reference(go_backwards, implementation, steps):
     a0 = rng.normal(scale=0.3, size=(batch, units, units)).astype("float32")
     weights = random_weights(rng, dim, units)
     kernel, recurrent, bias, gamma, beta = as_tensors(weights)
-    last, outputs, h, a = fast_weights_rnn(
+    last, outputs, h, a = run_fast_weights(
         paper_step(2),
         x,
         kernel,
@@ -181,7 +182,7 @@ def test_step_tensors_that_are_none_leave_the_steps_default():
 
     def run(recurrent_mask):
         step_tensors = {**tensors, "recurrent_mask": recurrent_mask}
-        out = fast_weights_rnn(
+        out = run_fast_weights(
             paper_step(1), x, kernel, h0, decay=0.9, learning_rate=0.5, bias=bias,
             step_tensors=step_tensors,
         )  # fmt: skip
@@ -198,20 +199,51 @@ def test_step_tensors_that_are_none_leave_the_steps_default():
 def test_engine_checks_its_arguments():
     x, kernel, h0 = ops.zeros((1, 2, 3)), ops.zeros((3, 4)), ops.zeros((1, 4))
     kwargs = dict(decay=0.5, learning_rate=0.5)
-    with pytest.raises(ValueError, match="`mode`.*Received: mode='jit'"):
-        fast_weights_rnn(lambda x_t, h, f: h, x, kernel, h0, mode="jit", **kwargs)
     with pytest.raises(ValueError, match="`step_tensors`.*'mask'"):
-        fast_weights_rnn(
+        run_fast_weights(
             lambda x_t, h, f, mask: h, x, kernel, h0, step_tensors={"mask": h0}, **kwargs
         )
     with pytest.raises(ValueError, match="`implementation`"):
-        fast_weights_rnn(lambda x_t, h, f: h, x, kernel, h0, implementation="auto", **kwargs)
+        run_fast_weights(lambda x_t, h, f: h, x, kernel, h0, implementation="fast", **kwargs)
+    with pytest.raises(ValueError, match="`decay`"):
+        run_fast_weights(lambda x_t, h, f: h, x, kernel, h0, decay=1.5, learning_rate=0.5)
+
+
+def test_deprecated_alias_warns_and_runs_as_it_ran():
+    """`fast_weights_rnn`, the engine's old name, warns and computes what
+    `run_fast_weights` computes; it still takes a form and a mode, and checks them."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 21, 3)).astype("float32")
+    weights = random_weights(rng, 3, 4)
+    kernel, recurrent, bias, gamma, beta = as_tensors(weights)
+    kwargs = dict(
+        decay=0.9, learning_rate=0.5, bias=bias, return_sequences=True,
+        step_tensors={"recurrent_kernel": recurrent, "gamma": gamma, "beta": beta},
+    )  # fmt: skip
+    h0 = ops.zeros((2, 4))
+    for form in ("matrix", "memory"):
+        with pytest.warns(DeprecationWarning, match="run_fast_weights"):
+            old = fast_weights_rnn(paper_step(1), x, kernel, h0, implementation=form, **kwargs)
+        new = run_fast_weights(paper_step(1), x, kernel, h0, implementation=form, **kwargs)
+        for got, expected in zip(old, new, strict=True):
+            np.testing.assert_allclose(
+                ops.convert_to_numpy(got), ops.convert_to_numpy(expected), rtol=1e-5, atol=1e-5
+            )
+    step = lambda x_t, h, f: h  # noqa: E731
+    with pytest.warns(DeprecationWarning):
+        with pytest.raises(ValueError, match="`mode`.*Received: mode='jit'"):
+            fast_weights_rnn(step, x, kernel, h0, mode="jit", decay=0.5, learning_rate=0.5)
+    with pytest.warns(DeprecationWarning):
+        with pytest.raises(ValueError, match="`implementation`"):
+            fast_weights_rnn(
+                step, x, kernel, h0, implementation="auto", decay=0.5, learning_rate=0.5
+            )
 
 
 @requires_tensorflow  # XLA clusters inside a plain TensorFlow graph
 def test_xla_clusters_mode_matches_the_plain_graph(monkeypatch):
-    """`mode="xla_clusters"` runs the loop (and its gradient) as XLA clusters: the same
-    values and gradients as `mode="plain"`, in float64."""
+    """A training call in a plain TensorFlow graph runs the loop (and its gradient) as XLA
+    clusters: the same values and gradients as the plain graph, in float64."""
     import tensorflow as tf
 
     compiled = []
@@ -224,25 +256,26 @@ def test_xla_clusters_mode_matches_the_plain_graph(monkeypatch):
     weights = as_tensors(random_weights(rng, dim, units), "float64")
     h0 = tf.constant(rng.normal(scale=0.3, size=(batch, units)))
 
-    def gradients(mode):
+    def gradients():
         @tf.function
         def run(x, weights, h0):
             kernel, recurrent, bias, gamma, beta = weights
             with tf.GradientTape() as tape:
                 tape.watch([x, h0, *weights])
-                last, outputs, h, a = fast_weights_rnn(
+                last, outputs, h, a = run_fast_weights(
                     paper_step(1), x, kernel, h0, decay=0.9, learning_rate=0.5, bias=bias,
                     step_tensors={"recurrent_kernel": recurrent, "gamma": gamma, "beta": beta},
-                    mask=mask, mode=mode, return_sequences=True,
+                    mask=mask, implementation="matrix", training=True, return_sequences=True,
                 )  # fmt: skip
                 loss = tf.reduce_sum(outputs**2) + tf.reduce_sum(h) + 0.1 * tf.reduce_sum(a)
             return [loss, *tape.gradient(loss, [x, h0, *weights])]
 
         return [t.numpy() for t in run(x, weights, h0)]
 
-    clustered = gradients("xla_clusters")
+    clustered = gradients()
     assert len(compiled) == 1
-    plain = gradients("plain")
+    monkeypatch.setattr(engine_module, "can_compile_cluster", lambda: False)
+    plain = gradients()
     assert len(compiled) == 1
     for got, expected in zip(clustered, plain, strict=True):
         assert np.isfinite(got).all()
