@@ -1,6 +1,7 @@
 """Test configuration: the Keras backend and quiet TensorFlow logs are set before any import."""
 
 import os
+import zlib
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -28,6 +29,16 @@ def max_examples(n):
 
 def pytest_report_header(config):
     return f"keras {keras.__version__}, backend {keras.backend.backend()}"
+
+
+@pytest.fixture(autouse=True)
+def _seeded(request):
+    """Each test starts from a random state of its own, whatever ran before it in its
+    process: Python's, NumPy's and the backend's generators seeded from a hash of the test's
+    id. Under pytest-xdist the tests a worker runs before a given test change from run to
+    run, so a test drawing weights or data from the global generators met other values on
+    each CI run; a test that passes now passes on every run (and one that fails, always)."""
+    keras.utils.set_random_seed(zlib.crc32(request.node.nodeid.encode()) % 2**31)
 
 
 @pytest.fixture(autouse=True)
