@@ -37,7 +37,7 @@ def _seeded(request):
     process: Python's, NumPy's and the backend's generators seeded from a hash of the test's
     id. Under pytest-xdist the tests a worker runs before a given test change from run to
     run, so a test drawing weights or data from the global generators met other values on
-    each CI run; a test that passes now passes on every run (and one that fails, always)."""
+    each CI run; now its outcome no longer depends on the order the tests run in."""
     keras.utils.set_random_seed(zlib.crc32(request.node.nodeid.encode()) % 2**31)
 
 

@@ -384,8 +384,6 @@ def test_layer_equals_keras_loop(kind, options):
     if kind == "fast_weights":
         a0 = rng.standard_normal((B, H, H)).astype("float32") * 0.3
         initial_state.append(((a0 + a0.transpose(0, 2, 1)) / 2).reshape(B, H * H))
-    # The weights: the same whichever tests ran before in this process.
-    keras.utils.set_random_seed(11)
     layer = layer_class(
         H,
         return_sequences=return_sequences,
