@@ -6,7 +6,8 @@ layer-normalized LSTM is about 85 ATen operations in training, each a kernel lau
 The functions here run the same recurrences in plain `torch`:
 
 * the state-free part of every step (input projection, its layer norm and bias) for all time
-  steps at once, as one GEMM over `batch * timesteps`, with PyTorch's autograd;
+  steps at once, as one GEMM over `batch * timesteps` (with few input features the norm folded
+  into it: `_normalized_projection`), with PyTorch's autograd;
 * the recurrence itself as one `torch.autograd.Function` over the whole sequence, whose
   forward loop calls `torch` directly (`torch.native_layer_norm` for the norms, the gates'
   pre-activations as one GEMM per step) and whose backward loop is written by hand
@@ -121,6 +122,39 @@ def _norm_param_grads(grad, x, mean, rstd, gamma, beta):
         grad, x, (x.shape[-1],), mean, rstd, gamma, beta, (False, True, True)
     )
     return d_gamma, d_beta
+
+
+def _factorizes(features, width):
+    """Whether `_normalized_projection` takes its one-GEMM form: with few features, where the
+    `F x F` quadratic form costs less than the norm's pass over the product."""
+    return 8 * features <= width
+
+
+def _normalized_projection(x, kernel, gamma, beta, epsilon):
+    """`LN(x W) * gamma + beta` (the norm over the last axis) of the inputs `x` `(T, B, F)`:
+    every step's normalized input projection at once, `(T, B, width)`.
+
+    With few features (`8 F <= width`, the usual case: 32 features into 4 x 128 gates) the
+    norm takes no pass of its own over the `T·B x width` product, nor a second array of that
+    size. The product's mean over its columns is `x · mean_j(W)`, so with the column-centred
+    kernel `W_c = W - mean_j(W)` the centred product is `x W_c`, its variance the quadratic
+    form `x (W_c W_cᵀ / width) xᵀ` of the `F x F` matrix, and the result one GEMM,
+    `[x · rstd, 1] @ [W_c * gamma; beta]` (exact algebra; in float32 it agrees with the
+    two-pass norm to round-off). Autograd differentiates either form.
+    """
+    steps, batch, features = x.shape
+    width = kernel.shape[-1]
+    if not _factorizes(features, width):
+        return torch.nn.functional.layer_norm(
+            torch.matmul(x, kernel), (width,), gamma, beta, epsilon
+        )
+    x = x.reshape(steps * batch, features)
+    centred = kernel - kernel.mean(1, keepdim=True)
+    gram = torch.mm(centred, centred.t()) / width
+    variance = (torch.mm(x, gram) * x).sum(1, keepdim=True).clamp_min(0.0)
+    scaled = torch.cat((x * torch.rsqrt(variance + epsilon), x.new_ones(steps * batch, 1)), 1)
+    weights = torch.cat((centred * gamma, beta.unsqueeze(0)), 0)
+    return torch.mm(scaled, weights).view(steps, batch, width)
 
 
 class _Masking:
@@ -416,9 +450,7 @@ def layer_norm_lstm(
     gamma_c, beta_c, spec["eps_c"] = _norm_args(state_norm)
     x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
     shift = gates(beta_x) if bias is None else gates(beta_x) + gates(bias)
-    xp = torch.nn.functional.layer_norm(
-        torch.matmul(x, gates(kernel)), (4 * n,), gates(gamma_x), shift, eps_x
-    )
+    xp = _normalized_projection(x, gates(kernel), gates(gamma_x), shift, eps_x)
     h0, c0 = (state.to(dtype) for state in initial_state)
     result = _run(
         _LayerNormLSTMLoop,
@@ -636,7 +668,6 @@ def layer_norm_gru(
         reset_after=bool(reset_after),
     )
     dtype = _compute_dtype(sequences)
-    n = recurrent_kernel.shape[0]
     gamma_x, beta_x, eps_x = _norm_args(input_norm)
     gamma_h, beta_h, spec["eps_h"] = _norm_args(recurrent_norm)
     gamma_c = beta_c = None
@@ -652,9 +683,7 @@ def layer_norm_gru(
         else:
             beta_x = beta_x + bias
     x = _loop_inputs(sequences, input_mask, go_backwards, dtype)
-    xp = torch.nn.functional.layer_norm(
-        torch.matmul(x, kernel.to(dtype)), (3 * n,), gamma_x.to(dtype), beta_x, eps_x
-    )
+    xp = _normalized_projection(x, kernel.to(dtype), gamma_x.to(dtype), beta_x, eps_x)
     result = _run(
         _LayerNormGRULoop,
         spec,

@@ -287,6 +287,58 @@ def test_unknown_activation_is_not_implemented():
         )
 
 
+# ------------------------------------------------- the normalized input projection
+
+
+@pytest.mark.parametrize("features, width", [(2, 16), (4, 64), (5, 16), (9, 64)])
+def test_normalized_projection_is_layer_norm_of_the_product(features, width):
+    rng = np.random.default_rng(features * width)
+    x = torch.tensor(rng.standard_normal((T, B, features)))
+    kernel = torch.tensor(rng.standard_normal((features, width)))
+    gamma = torch.tensor(1.0 + 0.3 * rng.standard_normal(width))
+    beta = torch.tensor(rng.standard_normal(width))
+    ours = torch_rnn._normalized_projection(x, kernel, gamma, beta, 1e-3)
+    # NumPy: the product, its mean and biased variance over the columns.
+    product = x.numpy() @ kernel.numpy()
+    mean = product.mean(-1, keepdims=True)
+    variance = ((product - mean) ** 2).mean(-1, keepdims=True)
+    expected = (product - mean) / np.sqrt(variance + 1e-3) * gamma.numpy() + beta.numpy()
+    assert ours.shape == (T, B, width)
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-10)
+
+
+def test_normalized_projection_one_gemm_form_in_float32_and_its_gradients():
+    assert torch_rnn._factorizes(2, 16) and not torch_rnn._factorizes(5, 16)
+    rng = np.random.default_rng(0)
+    # float32 at a benchmark's size: the two forms agree to round-off.
+    x = torch.tensor(rng.standard_normal((50, 64, 32)), dtype=torch.float32)
+    kernel = torch.tensor(rng.standard_normal((32, 512)) * 0.2, dtype=torch.float32)
+    gamma = torch.tensor(1.0 + 0.1 * rng.standard_normal(512), dtype=torch.float32)
+    beta = torch.tensor(0.1 * rng.standard_normal(512), dtype=torch.float32)
+    ours = torch_rnn._normalized_projection(x, kernel, gamma, beta, 1e-3)
+    direct = torch.nn.functional.layer_norm(x @ kernel, (512,), gamma, beta, 1e-3)
+    assert float((ours - direct).abs().max()) <= 1e-5 * float(direct.abs().max())
+    # Autograd through the one-GEMM form (float64).
+    tensors = [
+        _tensor(rng, T, B, 2),
+        _tensor(rng, 2, 16),
+        _gain(rng, 16),
+        _tensor(rng, 16),
+    ]
+    assert torch.autograd.gradcheck(
+        lambda *v: torch_rnn._normalized_projection(*v, 1e-3), tensors, atol=1e-6, rtol=1e-4
+    )
+
+
+def test_normalized_projection_of_equal_columns_is_the_shift():
+    # A kernel whose columns are all equal: every product row is constant, its variance 0.
+    x = torch.tensor(np.random.default_rng(1).standard_normal((T, B, 2)))
+    kernel = torch.ones(2, 16, dtype=torch.float64) * torch.tensor([[0.5], [-2.0]])
+    beta = torch.linspace(-1.0, 1.0, 16, dtype=torch.float64)
+    ours = torch_rnn._normalized_projection(x, kernel, torch.ones(16), beta, 1e-3)
+    assert torch.equal(ours, beta.expand(T, B, 16))
+
+
 # ------------------------------------------------------ the layers against Keras's loop
 
 
@@ -367,12 +419,24 @@ OUTPUT_TOLERANCE, GRADIENT_TOLERANCE = 1e-5, 5e-4
 @pytest.mark.parametrize("options", PAIRWISE)
 @pytest.mark.parametrize("kind", sorted(LAYERS))
 def test_layer_equals_keras_loop(kind, options):
+    _compare_with_keras_loop(kind, options, F)
+
+
+@pytest.mark.parametrize("options", PAIRWISE[1:3])
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_layer_with_few_features_equals_keras_loop(kind, options):
+    # One feature: the normalized input projection takes its one-GEMM form.
+    assert torch_rnn._factorizes(1, 3 * H)
+    _compare_with_keras_loop(kind, options, 1)
+
+
+def _compare_with_keras_loop(kind, options, features):
     with_mask, dropout, go_backwards, return_sequences, variant = options
     layer_class, variant_arguments = LAYERS[kind]
     rng = np.random.default_rng(3)
     # Fast weights: 11 steps (past a step count where the Keras-ops engine chunks).
     steps = 11 if kind == "fast_weights" else T
-    x = rng.standard_normal((B, steps, F)).astype("float32")
+    x = rng.standard_normal((B, steps, features)).astype("float32")
     mask = None
     if with_mask:
         mask = rng.random((B, steps)) > 0.3
@@ -395,7 +459,7 @@ def test_layer_equals_keras_loop(kind, options):
         seed=7,
         **(variant_arguments if variant else {}),
     )
-    layer.build((B, steps, F))
+    layer.build((B, steps, features))
     given = initial_state if dropout else []
     # The dropout masks are drawn from the layer's seed generator: the same for both calls
     # once its state is rewound.
