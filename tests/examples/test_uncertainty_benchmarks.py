@@ -89,6 +89,26 @@ def test_notebook_labels_merge_the_two_digit_newsgroups(bench):
         assert split["num_outputs"] == 15 and split["train"][1].max() < len(split["in_classes"])
 
 
+# 20 Newsgroups "bydate": test posts of each newsgroup, alphabetically (7,532 in all).
+BYDATE_TEST_POSTS = [319, 389, 394, 392, 385, 395, 390, 396, 398, 397]
+BYDATE_TEST_POSTS += [399, 396, 393, 396, 394, 398, 364, 376, 310, 251]
+
+
+def test_the_published_split_holds_out_the_published_runs_posts(bench):
+    _, ood_text, *_ = bench
+    first_digit = [int(str(i)[0]) for i in range(20)]
+    test_posts = np.bincount(first_digit, weights=BYDATE_TEST_POSTS, minlength=10)
+    assert test_posts.sum() == 7532 and test_posts[1] == 4066
+    seeds = ood_text.published_like_seeds(5, test_posts)
+    assert seeds == [71, 81, 98, 135, 172]
+    for seed in seeds:
+        classes = np.random.default_rng(seed).permutation(20)
+        outside = set(classes[15:]) & set(range(10))
+        held_out = sum(test_posts[label] for label in outside)
+        assert 1 in classes[:15] and len(outside) == 3 and 0 in outside
+        assert 1101 <= held_out <= 1105
+
+
 def test_score_rows_on_a_tiny_network(bench):
     hg, ood_text, *_ = bench
     rng = np.random.default_rng(0)
