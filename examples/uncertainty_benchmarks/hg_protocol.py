@@ -72,12 +72,22 @@ CONFIGS["20news-all"] = dict(CONFIGS["20news"], num_in=20)
 CONFIGS["20news-notebook"] = dict(CONFIGS["20news"], notebook_labels=True, num_outputs=15)
 # The same, on class splits that hold out as many test posts as the published run did.
 CONFIGS["20news-notebook-split"] = dict(CONFIGS["20news-notebook"])
+# Reuters on the published run's class split.
+CONFIGS["reuters-split"] = dict(CONFIGS["reuters"])
+
+
+def is_reuters(dataset):
+    """Whether `dataset` (a key of `CONFIGS`) is one of the Reuters configurations."""
+    return dataset.startswith("reuters")
+
+
 NAMES = {
     "20news": "15 Newsgroups",
     "20news-notebook": "15 Newsgroups (notebook labels)",
     "20news-notebook-split": "15 Newsgroups (notebook labels, the published split)",
     "20news-all": "20 Newsgroups",
     "reuters": "Reuters 6",
+    "reuters-split": "Reuters 6 (the published split)",
 }
 
 
@@ -123,7 +133,7 @@ class Corpus:
 
     def __init__(self, dataset, data=None):
         self.dataset, self.config = dataset, CONFIGS[dataset]
-        splits = text_data.load("reuters" if dataset == "reuters" else "20news", data)
+        splits = text_data.load("reuters" if is_reuters(dataset) else "20news", data)
         train_tokens = _without_stop_words(splits.train[0] + splits.validation[0])
         test_tokens = _without_stop_words(splits.test[0])
         self.train_labels = np.concatenate([splits.train[1], splits.validation[1]])
@@ -137,7 +147,7 @@ class Corpus:
             self.test_labels = first_digit[self.test_labels]
             self.classes = [str(i) for i in range(len(self.classes))]
         ranked = _ranked_vocabulary(train_tokens)
-        if dataset != "reuters":
+        if not is_reuters(dataset):
             encode = lambda t: encode_ids(t, ranked, self.config["vocab"], self.config["length"])  # noqa: E731
         else:
             encode = lambda t: encode_bag(t, ranked, self.config["vocab"])  # noqa: E731
@@ -232,7 +242,7 @@ def reuters_model(num_classes, vocab=1000, hidden=512, dropout=0.5):
 
 def build(dataset, num_classes, dropout=0.0):
     config = CONFIGS[dataset]
-    if dataset != "reuters":
+    if not is_reuters(dataset):
         return newsgroups_model(num_classes, config["vocab"], config["length"], dropout=dropout)
     return reuters_model(num_classes, config["vocab"])
 

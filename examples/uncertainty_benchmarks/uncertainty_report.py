@@ -36,6 +36,7 @@ DATASETS = (
     "15 Newsgroups (notebook labels)",
     "15 Newsgroups (notebook labels, the published split)",
     "Reuters 6",
+    "Reuters 6 (the published split)",
 )
 SCORES = {
     "msp": "MSP",

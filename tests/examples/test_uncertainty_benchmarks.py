@@ -109,6 +109,17 @@ def test_the_published_split_holds_out_the_published_runs_posts(bench):
         assert 1101 <= held_out <= 1105
 
 
+def test_the_published_reuters_split_holds_out_grain_and_money_fx(bench):
+    _, ood_text, *_ = bench
+    # R8's test posts, classes alphabetically: acq, crude, earn, grain, interest, money-fx,
+    # ship, trade.
+    test_posts = np.array([696, 121, 1083, 10, 81, 87, 36, 75])
+    seeds = ood_text.published_reuters_seeds(5, test_posts)
+    assert seeds == [17, 53, 57, 78, 79]
+    for seed in seeds:
+        assert set(np.random.default_rng(seed).permutation(8)[6:]) == {3, 5}
+
+
 def test_score_rows_on_a_tiny_network(bench):
     hg, ood_text, *_ = bench
     rng = np.random.default_rng(0)
