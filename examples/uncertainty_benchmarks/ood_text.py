@@ -70,6 +70,16 @@ PUBLISHED_OUT_POSTS = 1101
 MISSING_TEST_POSTS = 4
 
 
+def _first_seeds(count, accepts):
+    """The first `count` seeds (0, 1, ...) for which `accepts(seed)` holds."""
+    seeds, seed = [], 0
+    while len(seeds) < count:
+        if accepts(seed):
+            seeds.append(seed)
+        seed += 1
+    return seeds
+
+
 def published_like_seeds(count, test_posts=None):
     """The first `count` seeds whose class split, read with the notebook's labels, looks like
     the published run's: the label 1 (newsgroups 1 and 10..19) in-distribution and three
@@ -80,18 +90,18 @@ def published_like_seeds(count, test_posts=None):
     1,105 of ours. With the newsgroups numbered alphabetically, every such split holds out
     alt.atheism (label 0): any three other labels hold 1,167 posts or more.
     """
-    seeds, seed = [], 0
-    while len(seeds) < count:
+
+    def accepts(seed):
         classes = np.random.default_rng(seed).permutation(20)
         inside, outside = set(classes[:15]) & set(range(10)), set(classes[15:]) & set(range(10))
-        looks_like = 1 in inside and len(outside) == 3
-        if looks_like and test_posts is not None:
-            held_out = sum(int(test_posts[label]) for label in outside)
-            looks_like = 0 <= held_out - PUBLISHED_OUT_POSTS <= MISSING_TEST_POSTS
-        if looks_like:
-            seeds.append(seed)
-        seed += 1
-    return seeds
+        if 1 not in inside or len(outside) != 3:
+            return False
+        if test_posts is None:
+            return True
+        held_out = sum(int(test_posts[label]) for label in outside)
+        return 0 <= held_out - PUBLISHED_OUT_POSTS <= MISSING_TEST_POSTS
+
+    return _first_seeds(count, accepts)
 
 
 #: What the published Reuters run's notebook printed of R8's 2,189 test posts: base rates
@@ -105,13 +115,13 @@ def published_reuters_seeds(count, test_posts):
 
     `test_posts`: the number of test posts of each class.
     """
-    seeds, seed = [], 0
-    while len(seeds) < count:
-        outside = np.random.default_rng(seed).permutation(len(test_posts))[6:]
-        if sum(int(test_posts[label]) for label in outside) == PUBLISHED_REUTERS_OUT_POSTS:
-            seeds.append(seed)
-        seed += 1
-    return seeds
+    num_in = hg_protocol.CONFIGS["reuters"]["num_in"]
+
+    def accepts(seed):
+        outside = np.random.default_rng(seed).permutation(len(test_posts))[num_in:]
+        return sum(int(test_posts[label]) for label in outside) == PUBLISHED_REUTERS_OUT_POSTS
+
+    return _first_seeds(count, accepts)
 
 
 def member_seed(seed, member):
@@ -274,14 +284,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     limit_threads()
     corpus = hg_protocol.Corpus(args.dataset, args.data)
-    if args.published_like and args.dataset == "reuters-split":
+    if args.published_like:
         test_posts = np.bincount(corpus.test_labels, minlength=len(corpus.classes))
-        args.seeds = published_reuters_seeds(args.published_like, test_posts)
-    elif args.published_like:
-        test_posts = None
-        if args.dataset == "20news-notebook-split":
-            test_posts = np.bincount(corpus.test_labels, minlength=10)
-        args.seeds = published_like_seeds(args.published_like, test_posts)
+        if args.dataset == "reuters-split":
+            args.seeds = published_reuters_seeds(args.published_like, test_posts)
+        else:
+            counted = test_posts if args.dataset == "20news-notebook-split" else None
+            args.seeds = published_like_seeds(args.published_like, counted)
     log(f"{args.dataset}: {len(corpus.train_labels)} training, {len(corpus.test_labels)} test")
     for seed in args.seeds:
         split = corpus.split(seed)
