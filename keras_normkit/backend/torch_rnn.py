@@ -111,6 +111,13 @@ def _loop_inputs(sequences, input_mask, go_backwards, dtype):
     return x if input_mask is None else x * input_mask.to(dtype)
 
 
+def _transposed(matrix):
+    """`matrix.t()` as a contiguous copy, for the GEMMs of a backward loop: a step's GEMM with
+    a transposed view as its second operand takes 1.5x as long on the CPU (one thread,
+    64x512 by 512x128)."""
+    return matrix.t().contiguous()
+
+
 def _norm_param_grads(grad, x, mean, rstd, gamma, beta):
     """`(d_gamma, d_beta)` of a layer norm over the last axis of `x` (every step's input
     stacked), summed over the steps and the batch: `native_layer_norm_backward` with only the
@@ -332,9 +339,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         carry_normalized = spec["carry_normalized"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
-        # A contiguous transpose: a step's GEMM with a transposed view of the kernel as its
-        # second operand takes 1.5x as long on the CPU (one thread, 64x512 by 512x128).
-        kernel_t = kernel.t().contiguous()
+        kernel_t = _transposed(kernel)
         per_step = [
             *(x.unbind(0) for x in (u, mean_h, rstd_h)),
             s,
@@ -548,12 +553,14 @@ class _LayerNormGRULoop(torch.autograd.Function):
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         if reset_after:
             h_in, u, mean_h, rstd_h, a_h, zr, candidate, h_prev = stacked
-            kernel_t = kernel.t().contiguous()  # as the LSTM's
+            kernel_t = _transposed(kernel)
         else:
             h_in, u, mean_h, rstd_h, v, mean_c, rstd_c, zr, candidate, h_prev = stacked
             gate_kernel, candidate_kernel = kernel.split(2 * n, 1)
-            gate_kernel_t = gate_kernel.t().contiguous()  # as the LSTM's
-            candidate_kernel_t = candidate_kernel.t().contiguous()
+            gate_kernel_t, candidate_kernel_t = (
+                _transposed(gate_kernel),
+                _transposed(candidate_kernel),
+            )
         per_step = [x.unbind(0) for x in stacked]
         d_states, d_y = (d_h,), None
         d_x_all, d_a_all, d_v_all = [None] * steps, [None] * steps, [None] * steps
@@ -752,7 +759,7 @@ class _LayerNormSimpleRNNLoop(torch.autograd.Function):
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = s.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
-        kernel_t = kernel.t().contiguous()  # as the LSTM's
+        kernel_t = _transposed(kernel)
         per_step = [x.unbind(0) for x in (s, mean, rstd, h_new)]
         d_states, d_y = (d_h,), None
         d_s_all, d_a_all = [None] * steps, [None] * steps
@@ -964,7 +971,7 @@ class _FastWeightsLoop(torch.autograd.Function):
         normalized = gamma is not None
         steps = b.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
-        kernel_t = kernel.t().contiguous()  # as the LSTM's
+        kernel_t = _transposed(kernel)
 
         def per_step(x):
             return None if x is None else x.unbind(0)
