@@ -278,8 +278,8 @@ def main(argv=None):
         "--published-like",
         type=int,
         default=0,
-        help="20news-notebook(-split), reuters-split: run the first N seeds whose split looks "
-        "like the published run's",
+        help="20news-notebook(-split, -file), reuters-split: run the first N seeds whose split "
+        "looks like the published run's",
     )
     args = parser.parse_args(argv)
     limit_threads()
@@ -289,7 +289,8 @@ def main(argv=None):
         if args.dataset == "reuters-split":
             args.seeds = published_reuters_seeds(args.published_like, test_posts)
         else:
-            counted = test_posts if args.dataset == "20news-notebook-split" else None
+            published_split = hg_protocol.CONFIGS[args.dataset].get("published_split")
+            counted = test_posts if published_split else None
             args.seeds = published_like_seeds(args.published_like, counted)
     log(f"{args.dataset}: {len(corpus.train_labels)} training, {len(corpus.test_labels)} test")
     for seed in args.seeds:

@@ -35,6 +35,7 @@ DATASETS = (
     "15 Newsgroups",
     "15 Newsgroups (notebook labels)",
     "15 Newsgroups (notebook labels, the published split)",
+    "15 Newsgroups (notebook labels and text, the published split)",
     "Reuters 6",
     "Reuters 6 (the published split)",
 )
