@@ -19,7 +19,9 @@ and `Reuters8.ipynb`) and Section 3.2 of the paper:
 The texts are read by `examples/calibration_benchmarks/text_data.py` (20 Newsgroups
 "bydate": subject line and body; R8 "all-terms" files), where they differ from the
 notebooks' preprocessed files: our 20 Newsgroups has 11,314 training and 7,532 test posts
-(theirs 11,293 / 7,528), tokenized as `[a-z0-9']+` runs (theirs: `\\W+` splits).
+(theirs 11,293 / 7,528), tokenized as `[a-z0-9']+` runs (theirs: `\\W+` splits). The
+configuration `20news-notebook-file` reads the posts as their file held them
+(`notebook_text`).
 """
 
 import math

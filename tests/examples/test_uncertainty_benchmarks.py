@@ -42,6 +42,25 @@ def test_encodings_follow_the_notebooks(bench):
     assert "the" in hg.STOP_WORDS and "newsgroup" not in hg.STOP_WORDS
 
 
+def test_notebook_text_is_the_files_no_short_letters_and_the_leaked_digit(bench):
+    hg, *_ = bench
+    posts = [
+        ["re", "win3", "x11r5", "don't", "of", "graphics", "2nd"],
+        ["re", "windows", "3", "1"],
+        ["ok", "a"],
+    ]
+    text = hg.notebook_text(posts, [13, 2, 10])
+    # Letters only, words of 3+ letters; newsgroups 10..19 keep their number's second digit
+    # (what the notebook's `line[1:]` leaves of "13 ...") as the first word.
+    assert text == [["3", "win", "don", "graphics"], ["windows"], ["0"]]
+    assert hg.notebook_text(posts[:1], [1]) == [["win", "don", "graphics"]]
+    assert hg.CONFIGS["20news-notebook-file"]["notebook_labels"]
+    assert hg.CONFIGS["20news-notebook-file"]["published_split"]
+    assert not hg.CONFIGS["20news-notebook"].get("published_split")
+    with pytest.raises(ValueError):
+        hg.notebook_text(posts, [1])
+
+
 def _corpus(hg, dataset, labels_train, labels_test):
     corpus = hg.Corpus.__new__(hg.Corpus)
     corpus.dataset, corpus.config = dataset, dict(hg.CONFIGS[dataset], dev=10)
