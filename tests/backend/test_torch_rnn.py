@@ -141,6 +141,77 @@ def test_lstm_backward_is_autograds(options):
     _check(run, np.random.default_rng(0), options, shapes)
 
 
+@pytest.mark.parametrize("options", PAIRWISE[:3])
+def test_lstm_backward_without_the_fused_tanh_is_autograds(options):
+    # relu: the loop calls the activations one by one (the default tanh and sigmoid run as
+    # one sigmoid, `_fuses_tanh`, in the test above).
+    assert not torch_rnn._fuses_tanh("relu", "sigmoid")
+
+    def run(v, carry_normalized_state, **kwargs):
+        return torch_rnn.layer_norm_lstm(
+            v["x"],
+            [v["h0"], v["c0"]],
+            kernel=v["kernel"],
+            recurrent_kernel=v["recurrent_kernel"],
+            bias=None,
+            input_norm=(v["gx"], v["bx"], 1e-3),
+            recurrent_norm=(v["gh"], v["bh"], 1e-3),
+            state_norm=(v["gc"], v["bc"], 1e-3),
+            carry_normalized_state=carry_normalized_state,
+            activation="relu",
+            **kwargs,
+        )
+
+    shapes = {
+        "x": (B, T, F),
+        "h0": (B, H),
+        "c0": (B, H),
+        "kernel": (F, 4 * H),
+        "recurrent_kernel": (H, 4 * H),
+        "gx": (4 * H,),
+        "bx": (4 * H,),
+        "gh": (4 * H,),
+        "bh": (4 * H,),
+        "gc": (H,),
+        "bc": (H,),
+    }
+    _check(run, np.random.default_rng(1), options, shapes)
+
+
+def test_tanh_from_sigmoid_is_tanh():
+    z = torch.linspace(-30.0, 30.0, 20001, dtype=torch.float32)
+    fused = torch_rnn._tanh_from_sigmoid(
+        torch.sigmoid(2 * z), z.new_tensor(-1.0), z.new_tensor(2.0)
+    )
+    # float32 round-off of `2 σ - 1` (an ulp of 1), saturating to +-1 as tanh does.
+    np.testing.assert_allclose(fused.numpy(), np.tanh(z.double().numpy()), rtol=0, atol=3e-7)
+    assert fused[0] == -1.0 and fused[-1] == 1.0
+    assert torch_rnn._fuses_tanh("tanh", "sigmoid")
+    assert not torch_rnn._fuses_tanh("tanh", "relu")
+    assert not torch_rnn._fuses_tanh("linear", "sigmoid")
+
+
+def test_default_lstm_takes_the_fused_tanh():
+    specs = []
+    loop = torch_rnn._LayerNormLSTMLoop.loop
+
+    def recorded(spec, *args, **kwargs):
+        specs.append(spec["fused_tanh"])
+        return loop(spec, *args, **kwargs)
+
+    x = np.random.default_rng(0).standard_normal((B, T, F)).astype("float32")
+    with mock.patch.object(torch_rnn._LayerNormLSTMLoop, "loop", staticmethod(recorded)):
+        layers.LayerNormLSTM(H)(x)
+        layers.LayerNormLSTM(H, activation="relu")(x)
+    assert specs == [True, False]
+
+
+@pytest.mark.parametrize("options", PAIRWISE[1:3])
+def test_lstm_without_the_fused_tanh_equals_keras_loop(options, monkeypatch):
+    monkeypatch.setitem(LAYERS, "lstm", (layers.LayerNormLSTM, {"activation": "relu"}))
+    _compare_with_keras_loop("lstm", options, F)
+
+
 @pytest.mark.parametrize("options", PAIRWISE)
 def test_gru_backward_is_autograds(options):
     reset_after = not options[-1]
