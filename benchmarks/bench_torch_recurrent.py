@@ -159,6 +159,19 @@ def build(name, batch, steps, units):
     return train, predict
 
 
+def cpu_model():
+    """The CPU's model name (`/proc/cpuinfo` on Linux), or `None`: the timings' ratios
+    differ between machines (an Intel Xeon and an AMD EPYC gave different ones)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def top_level_aten_ops(function):
     """ATen operations `function()` calls that no other ATen operation called."""
     from torch.profiler import ProfilerActivity, profile
@@ -257,8 +270,11 @@ def _ratio(value):
 
 
 def markdown_table(report):
-    """The Markdown table of a run's JSON: one row per contender and length."""
-    lines = [
+    """The Markdown table of a run's JSON: one row per contender and length, under a line
+    naming the CPU where the JSON does."""
+    model = report.get("device", {}).get("cpu_model")
+    lines = [f"On {model}, one thread:", ""] if model else []
+    lines += [
         "| T | model | ATen ops / step, train | ATen ops / step, predict | train (ms) | "
         "predict (ms) | train / Keras | predict / Keras | train / PyTorch |",
         "|" + " --- |" * 9,
@@ -331,7 +347,12 @@ def main(argv=None):
             "torch": torch.__version__,
             "python": sys.version.split()[0],
         },
-        "device": {"platform": platform.platform(), "processor": platform.processor(), "cpu": True},
+        "device": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpu_model": cpu_model(),
+            "cpu": True,
+        },
         "rows": rows,
         "targets": check_targets(rows),
     }
