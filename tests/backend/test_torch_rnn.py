@@ -108,19 +108,21 @@ def _check(run, rng, options, shapes):
     _gradcheck(function, names, tensors)
 
 
-@pytest.mark.parametrize("options", PAIRWISE)
-def test_lstm_backward_is_autograds(options):
+def _check_lstm(options, rng, activation="tanh", bias=True):
+    """`_check` of `layer_norm_lstm` with `activation` (a bias among the weights or none)."""
+
     def run(v, carry_normalized_state, **kwargs):
         return torch_rnn.layer_norm_lstm(
             v["x"],
             [v["h0"], v["c0"]],
             kernel=v["kernel"],
             recurrent_kernel=v["recurrent_kernel"],
-            bias=v["bias"],
+            bias=v["bias"] if bias else None,
             input_norm=(v["gx"], v["bx"], 1e-3),
             recurrent_norm=(v["gh"], v["bh"], 1e-3),
             state_norm=(v["gc"], v["bc"], 1e-3),
             carry_normalized_state=carry_normalized_state,
+            activation=activation,
             **kwargs,
         )
 
@@ -130,7 +132,7 @@ def test_lstm_backward_is_autograds(options):
         "c0": (B, H),
         "kernel": (F, 4 * H),
         "recurrent_kernel": (H, 4 * H),
-        "bias": (4 * H,),
+        **({"bias": (4 * H,)} if bias else {}),
         "gx": (4 * H,),
         "bx": (4 * H,),
         "gh": (4 * H,),
@@ -138,7 +140,12 @@ def test_lstm_backward_is_autograds(options):
         "gc": (H,),
         "bc": (H,),
     }
-    _check(run, np.random.default_rng(0), options, shapes)
+    _check(run, rng, options, shapes)
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_lstm_backward_is_autograds(options):
+    _check_lstm(options, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("options", PAIRWISE[:3])
@@ -146,36 +153,7 @@ def test_lstm_backward_without_the_fused_tanh_is_autograds(options):
     # relu: the loop calls the activations one by one (the default tanh and sigmoid run as
     # one sigmoid, `_fuses_tanh`, in the test above).
     assert not torch_rnn._fuses_tanh("relu", "sigmoid")
-
-    def run(v, carry_normalized_state, **kwargs):
-        return torch_rnn.layer_norm_lstm(
-            v["x"],
-            [v["h0"], v["c0"]],
-            kernel=v["kernel"],
-            recurrent_kernel=v["recurrent_kernel"],
-            bias=None,
-            input_norm=(v["gx"], v["bx"], 1e-3),
-            recurrent_norm=(v["gh"], v["bh"], 1e-3),
-            state_norm=(v["gc"], v["bc"], 1e-3),
-            carry_normalized_state=carry_normalized_state,
-            activation="relu",
-            **kwargs,
-        )
-
-    shapes = {
-        "x": (B, T, F),
-        "h0": (B, H),
-        "c0": (B, H),
-        "kernel": (F, 4 * H),
-        "recurrent_kernel": (H, 4 * H),
-        "gx": (4 * H,),
-        "bx": (4 * H,),
-        "gh": (4 * H,),
-        "bh": (4 * H,),
-        "gc": (H,),
-        "bc": (H,),
-    }
-    _check(run, np.random.default_rng(1), options, shapes)
+    _check_lstm(options, np.random.default_rng(1), activation="relu", bias=False)
 
 
 def test_tanh_from_sigmoid_is_tanh():
