@@ -12,8 +12,11 @@ The functions here run the same recurrences in plain `torch`:
   forward loop calls `torch` directly (`torch.native_layer_norm` for the norms, the gates'
   pre-activations as one GEMM per step) and whose backward loop is written by hand
   (`native_layer_norm_backward`, `sigmoid_backward`, ...): autograd would record and replay
-  every small operation of every step. The weights' gradients are summed over the sequence
-  after the loop, as one GEMM (recurrent kernel) and a few reductions (norm gains, shifts).
+  every small operation of every step. What the backward pass reduces over all steps (the
+  recurrent products, the cell states, the adjoints) is written straight into arrays made
+  once per call (`out=` of a step's view; no stacked copy), the recurrent kernel's gradient
+  is summed step by step (one accumulating GEMM a step, while the step's adjoint is in
+  cache), and the norms' gains and shifts are summed after the loop in one pass each.
 
 Each function takes the layer's tensors (never a layer) and returns what Keras's
 `backend.rnn` returns, `(last_output, outputs, states)`, with Keras's semantics: masked steps
@@ -50,22 +53,36 @@ __all__ = [
 aten = torch.ops.aten
 
 
-def _relu_backward(grad, output):
-    return aten.threshold_backward(grad, output, 0)
+def _tanh_backward(grad, output, out=None):
+    if out is None:
+        return aten.tanh_backward(grad, output)
+    return aten.tanh_backward.grad_input(grad, output, grad_input=out)
+
+
+def _sigmoid_backward(grad, output, out=None):
+    if out is None:
+        return aten.sigmoid_backward(grad, output)
+    return aten.sigmoid_backward.grad_input(grad, output, grad_input=out)
+
+
+def _relu_backward(grad, output, out=None):
+    if out is None:
+        return aten.threshold_backward(grad, output, 0)
+    return aten.threshold_backward.grad_input(grad, output, 0, grad_input=out)
 
 
 def _identity(x):
     return x
 
 
-def _identity_backward(grad, output):
-    return grad
+def _identity_backward(grad, output, out=None):
+    return grad if out is None else out.copy_(grad)
 
 
 # The activations the loops run: name -> (function, backward from the output).
 ACTIVATIONS = {
-    "tanh": (torch.tanh, aten.tanh_backward),
-    "sigmoid": (torch.sigmoid, aten.sigmoid_backward),
+    "tanh": (torch.tanh, _tanh_backward),
+    "sigmoid": (torch.sigmoid, _sigmoid_backward),
     "relu": (torch.relu, _relu_backward),
     "linear": (_identity, _identity_backward),
 }
@@ -278,7 +295,7 @@ def _finish(result, all_outputs):
 # The LSTM loop's saved columns that the backward pass reduces over all steps at once
 # (stacked: one copy each) come first; those it reads step by step only follow, kept as they
 # are (no copy).
-_LSTM_STACKED = 7
+_LSTM_STACKED = 4
 
 
 class _LayerNormLSTMLoop(torch.autograd.Function):
@@ -306,12 +323,21 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         if fused:
             minus_one, two = h0.new_tensor(-1.0), h0.new_tensor(2.0)
             gamma_c, beta_c = gamma_c * 2, beta_c * 2
+        steps, batch = xp.shape[0], h0.shape[0]
+        # Recording, the recurrent products and the cell states are written straight into
+        # the arrays the backward pass reduces over all steps (no stacked copy).
+        # (Each array unbound once: a view per step, not an indexing operation per step.)
+        u_all = c_all = None
+        if record:
+            u_all = xp.new_empty((steps, batch, 4 * n))
+            c_all = xp.new_empty((steps, batch, n))
+            u_steps, c_steps = u_all.unbind(0), c_all.unbind(0)
         h, c = h0, c0
         y = torch.zeros_like(h0) if spec["masks"] is not None else None
         ys, saved = [], []
         for t, x_t in enumerate(xp.unbind(0)):
             h_in = h if r_mask is None else h * r_mask
-            u = torch.mm(h_in, kernel)
+            u = torch.mm(h_in, kernel, out=u_steps[t]) if record else torch.mm(h_in, kernel)
             a, mean_h, rstd_h = torch.native_layer_norm(u, (4 * n,), gamma_h, beta_h, eps_h)
             # In place: `a` is the norm's fresh output, not kept. (`tensor_split` costs less
             # Python per call than `split`: it runs once per step.)
@@ -324,12 +350,13 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
                 s = gate_act(z_s)
                 g = act(z_g)
                 i, f, o = s.tensor_split(3, 1)
-            c_new = torch.addcmul(f * c, i, g)
+            c_new = torch.mul(f, c, out=c_steps[t]) if record else f * c
+            c_new.addcmul_(i, g)
             cn, mean_c, rstd_c = torch.native_layer_norm(c_new, (n,), gamma_c, beta_c, eps_c)
             tc = _tanh_from_sigmoid(torch.sigmoid(cn), minus_one, two) if fused else act(cn)
             h_new = o * tc
             if record:
-                saved.append((h_in, u, mean_h, rstd_h, c_new, mean_c, rstd_c, s, g, c, tc))
+                saved.append((mean_h, rstd_h, mean_c, rstd_c, h_in, s, g, c, tc))
             if carry_normalized:
                 carried = cn * 0.5 if fused else cn
             else:
@@ -338,31 +365,32 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             if all_outputs:
                 ys.append(y)
         outputs = torch.stack(ys) if all_outputs else y
-        return (outputs, h, c), saved
+        return (outputs, h, c), (u_all, c_all, saved)
 
     @staticmethod
     def forward(ctx, spec, xp, h0, c0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask):
-        result, saved = _LayerNormLSTMLoop.loop(
+        result, (u_all, c_all, saved) = _LayerNormLSTMLoop.loop(
             spec, xp, h0, c0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, record=True
         )
         ctx.spec = spec
         columns = list(zip(*saved, strict=True))
-        stacked = [torch.stack(c) for c in columns[:_LSTM_STACKED]]
+        # The norms' statistics (`(B, 1)` a step) stacked; the columns the backward loop
+        # reads step by step only kept as they are.
+        stats = [torch.stack(c) for c in columns[:_LSTM_STACKED]]
         stepwise = [x for c in columns[_LSTM_STACKED:] for x in c]
-        ctx.save_for_backward(kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked, *stepwise)
+        ctx.save_for_backward(
+            kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, u_all, c_all, *stats, *stepwise
+        )
         return _distinct(result)
 
     @staticmethod
     def backward(ctx, d_outputs, d_h, d_c):
         spec = ctx.spec
-        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *saved = ctx.saved_tensors
-        stacked, stepwise = (
-            saved[:_LSTM_STACKED],
-            saved[_LSTM_STACKED:],
-        )
-        h_in, u, mean_h, rstd_h, c_new, mean_c, rstd_c = stacked
+        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, u, c_new, *saved = ctx.saved_tensors
+        mean_h, rstd_h, mean_c, rstd_c = saved[:_LSTM_STACKED]
+        stepwise = saved[_LSTM_STACKED:]
         steps = u.shape[0]
-        s, g, c_prev, tc = (stepwise[k * steps : (k + 1) * steps] for k in range(4))
+        h_in, s, g, c_prev, tc = (stepwise[k * steps : (k + 1) * steps] for k in range(5))
         n = kernel.shape[0]
         _, act_grad = spec["activation"]
         _, gate_grad = spec["recurrent_activation"]
@@ -377,38 +405,50 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             c_prev,
             *(x.unbind(0) for x in (c_new, mean_c, rstd_c)),
             tc,
+            h_in,
         ]
         d_states, d_y = (d_h, d_c), None
-        # The adjoint of the projected inputs, written in place step by step (no stacking).
+        # The adjoints of the projected inputs and of the cell norm's output, written in
+        # place step by step (no stacking); the recurrent kernel's summed step by step.
         d_z_all = u.new_empty(u.shape)
-        d_u_all, d_cn_all = [None] * steps, [None] * steps
+        d_cn_all = c_new.new_empty(c_new.shape)
+        d_z_steps, d_cn_steps = d_z_all.unbind(0), d_cn_all.unbind(0)
+        d_gate_steps = [x.unbind(0) for x in d_z_all.tensor_split(4, 2)]
+        d_kernel = None
         for t in range(steps - 1, -1, -1):
-            u_t, mean_h_t, rstd_h_t, s_t, g_t, c_prev_t, c_t, mean_c_t, rstd_c_t, tc_t = (
+            u_t, mean_h_t, rstd_h_t, s_t, g_t, c_prev_t, c_t, mean_c_t, rstd_c_t, tc_t, h_in_t = (
                 x[t] for x in per_step
             )
             (d_h_new, d_carry), d_old, d_y = masking.backward(t, d_states, _add(d_ys[t], d_y))
             i, f, o = s_t.tensor_split((n, 2 * n, 3 * n), 1)[:3]
-            d_o = d_h_new * tc_t
-            d_cn = act_grad(d_h_new * o, tc_t)
+            d_z = d_z_steps[t]
+            d_i, d_f, d_o, d_g = (x[t] for x in d_gate_steps)
+            torch.mul(d_h_new, tc_t, out=d_o)
+            d_cn = act_grad(d_h_new * o, tc_t, out=d_cn_steps[t])
             if carry_normalized:
-                d_cn = d_cn + d_carry
+                d_cn.add_(d_carry)
             d_c_new = aten.native_layer_norm_backward(
                 d_cn, c_t, (n,), mean_c_t, rstd_c_t, gamma_c, beta_c, (True, False, False)
             )[0]
             if not carry_normalized:
-                d_c_new = d_c_new + d_carry
+                d_c_new.add_(d_carry)
+            torch.mul(d_c_new, g_t, out=d_i)
+            torch.mul(d_c_new, c_prev_t, out=d_f)
             if fused:
                 # σ(2 z_g)'s adjoint is twice g's: d g = 2 d σ(2 z_g), and the columns hold 2 z_g.
-                d_sig = torch.cat(
-                    (d_c_new * g_t, d_c_new * c_prev_t, d_o, (d_c_new * i).mul_(2)), 1
-                )
-                d_z = aten.sigmoid_backward.grad_input(d_sig, s_t, grad_input=d_z_all[t])
+                torch.mul(d_c_new, i, out=d_g).mul_(2)
+                aten.sigmoid_backward.grad_input(d_z, s_t, grad_input=d_z)
             else:
-                d_s = gate_grad(torch.cat((d_c_new * g_t, d_c_new * c_prev_t, d_o), 1), s_t)
-                d_z = torch.cat((d_s, act_grad(d_c_new * i, g_t)), 1, out=d_z_all[t])
+                d_s = d_z[:, : 3 * n]
+                gate_grad(d_s, s_t, out=d_s)
+                act_grad(d_c_new * i, g_t, out=d_g)
             d_u = aten.native_layer_norm_backward(
                 d_z, u_t, (4 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
             )[0]
+            if d_kernel is None:
+                d_kernel = torch.mm(h_in_t.t(), d_u)
+            else:
+                d_kernel.addmm_(h_in_t.t(), d_u)
             d_h_prev = torch.mm(d_u, kernel_t)
             if r_mask is not None:
                 d_h_prev = d_h_prev * r_mask
@@ -416,13 +456,10 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             if d_old is not None:
                 d_h_prev, d_c_prev = d_h_prev + d_old[0], d_c_prev + d_old[1]
             d_states = (d_h_prev, d_c_prev)
-            d_u_all[t], d_cn_all[t] = d_u, d_cn
-        d_z, d_u, d_cn = d_z_all, torch.stack(d_u_all), torch.stack(d_cn_all)
-        d_kernel = torch.mm(h_in.reshape(-1, n).t(), d_u.reshape(-1, 4 * n))
-        d_gamma_h, d_beta_h = _norm_param_grads(d_z, u, mean_h, rstd_h, gamma_h, beta_h)
-        d_gamma_c, d_beta_c = _norm_param_grads(d_cn, c_new, mean_c, rstd_c, gamma_c, beta_c)
+        d_gamma_h, d_beta_h = _norm_param_grads(d_z_all, u, mean_h, rstd_h, gamma_h, beta_h)
+        d_gamma_c, d_beta_c = _norm_param_grads(d_cn_all, c_new, mean_c, rstd_c, gamma_c, beta_c)
         d_h0, d_c0 = d_states
-        return (None, d_z, d_h0, d_c0, d_kernel, d_gamma_h, d_beta_h, d_gamma_c, d_beta_c, None)
+        return (None, d_z_all, d_h0, d_c0, d_kernel, d_gamma_h, d_beta_h, d_gamma_c, d_beta_c, None)
 
 
 def _norm_args(norm):
@@ -547,29 +584,49 @@ class _LayerNormGRULoop(torch.autograd.Function):
         masking = _Masking(spec["masks"], spec["zero_output"])
         all_outputs = spec["all_outputs"]
         gate_kernel, candidate_kernel = (None, None) if reset_after else kernel.split(2 * n, 1)
+        steps, batch = xp.shape[0], h0.shape[0]
+        # Recording, the recurrent products are written straight into the arrays the
+        # backward pass reduces over all steps (no stacked copy). (Each array unbound or
+        # split once: a view per step, not an indexing operation per step.)
+        u_all = v_all = None
+        if record:
+            u_all = xp.new_empty((steps, batch, (3 if reset_after else 2) * n))
+            u_steps = u_all.unbind(0)
+            if not reset_after:
+                v_all = xp.new_empty((steps, batch, n))
+                v_steps = v_all.unbind(0)
+        x_zr_steps, x_h_steps = (x.unbind(0) for x in xp.split(2 * n, 2))
         h = h0
         y = torch.zeros_like(h0) if spec["masks"] is not None else None
         ys, saved = [], []
-        for t, x_t in enumerate(xp.unbind(0)):
-            x_zr, x_h = x_t.split(2 * n, 1)
+        for t in range(steps):
+            x_zr, x_h = x_zr_steps[t], x_h_steps[t]
             h_in = h if r_mask is None else h * r_mask
             if reset_after:
-                u = torch.mm(h_in, kernel)
+                u = torch.mm(h_in, kernel, out=u_steps[t]) if record else torch.mm(h_in, kernel)
                 a, mean_h, rstd_h = torch.native_layer_norm(u, (3 * n,), gamma_h, beta_h, eps_h)
                 a_zr, a_h = a.split(2 * n, 1)
-                zr = gate_act(x_zr + a_zr)
+                # In place: `a` is the norm's fresh output; only its `a_h` columns are kept.
+                zr = gate_act(a_zr.add_(x_zr))
                 z, r = zr.split(n, 1)
                 candidate = act(torch.addcmul(x_h, r, a_h))
-                step = (h_in, u, mean_h, rstd_h, a_h, zr, candidate, h)
+                step = (mean_h, rstd_h, h_in, a_h, zr, candidate, h)
             else:
-                u = torch.mm(h_in, gate_kernel)
+                if record:
+                    u = torch.mm(h_in, gate_kernel, out=u_steps[t])
+                else:
+                    u = torch.mm(h_in, gate_kernel)
                 a, mean_h, rstd_h = torch.native_layer_norm(u, (2 * n,), gamma_h, beta_h, eps_h)
-                zr = gate_act(x_zr + a)
+                zr = gate_act(a.add_(x_zr))
                 z, r = zr.split(n, 1)
-                v = torch.mm(r * h_in, candidate_kernel)
+                rh = r * h_in
+                if record:
+                    v = torch.mm(rh, candidate_kernel, out=v_steps[t])
+                else:
+                    v = torch.mm(rh, candidate_kernel)
                 cn, mean_c, rstd_c = torch.native_layer_norm(v, (n,), gamma_c, beta_c, eps_c)
-                candidate = act(x_h + cn)
-                step = (h_in, u, mean_h, rstd_h, v, mean_c, rstd_c, zr, candidate, h)
+                candidate = act(cn.add_(x_h))
+                step = (mean_h, rstd_h, mean_c, rstd_c, h_in, rh, zr, candidate, h)
             h_new = torch.lerp(candidate, h, z)
             if record:
                 saved.append(step)
@@ -577,58 +634,91 @@ class _LayerNormGRULoop(torch.autograd.Function):
             if all_outputs:
                 ys.append(y)
         outputs = torch.stack(ys) if all_outputs else y
-        return (outputs, h), saved
+        return (outputs, h), (u_all, v_all, saved)
 
     @staticmethod
     def forward(ctx, spec, xp, h0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask):
-        result, saved = _LayerNormGRULoop.loop(
+        result, (u_all, v_all, saved) = _LayerNormGRULoop.loop(
             spec, xp, h0, kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, record=True
         )
         ctx.spec = spec
-        stacked = [torch.stack(column) for column in zip(*saved, strict=True)]
-        ctx.save_for_backward(kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked)
+        columns = list(zip(*saved, strict=True))
+        # The norms' statistics (`(B, 1)` a step) stacked; the columns the backward loop
+        # reads step by step only kept as they are.
+        count = 2 if spec["reset_after"] else 4
+        stats = [torch.stack(c) for c in columns[:count]]
+        stepwise = [x for c in columns[count:] for x in c]
+        ctx.save_for_backward(
+            kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, u_all, v_all, *stats, *stepwise
+        )
         return _distinct(result)
 
     @staticmethod
     def backward(ctx, d_outputs, d_h):
         spec = ctx.spec
-        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, *stacked = ctx.saved_tensors
+        kernel, gamma_h, beta_h, gamma_c, beta_c, r_mask, u, v, *saved = ctx.saved_tensors
         n = kernel.shape[0]
         _, act_grad = spec["activation"]
         _, gate_grad = spec["recurrent_activation"]
         reset_after = spec["reset_after"]
         masking = _Masking(spec["masks"], spec["zero_output"])
-        steps = stacked[0].shape[0]
+        steps = u.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
+        count = 2 if reset_after else 4
+        stats = [x.unbind(0) for x in saved[:count]]
+        stepwise = saved[count:]
+        per_step = [u.unbind(0), *([] if reset_after else [v.unbind(0)]), *stats]
+        per_step += [stepwise[k * steps : (k + 1) * steps] for k in range(5)]
         if reset_after:
-            h_in, u, mean_h, rstd_h, a_h, zr, candidate, h_prev = stacked
             kernel_t = _transposed(kernel)
         else:
-            h_in, u, mean_h, rstd_h, v, mean_c, rstd_c, zr, candidate, h_prev = stacked
             gate_kernel, candidate_kernel = kernel.split(2 * n, 1)
             gate_kernel_t, candidate_kernel_t = (
                 _transposed(gate_kernel),
                 _transposed(candidate_kernel),
             )
-        per_step = [x.unbind(0) for x in stacked]
+        # Written in place step by step (no stacking): the adjoint of the projected inputs
+        # `[x_zr, x_h]` and that of the recurrent norm's output (whose first 2H columns, the
+        # gates' pre-activations, `d_xp` takes after the loop); the kernel's adjoint summed
+        # step by step.
+        d_xp = u.new_empty((steps, *u.shape[1:-1], 3 * n))
+        d_a_all = u.new_empty(u.shape)
+        d_a_steps, d_zr_steps = d_a_all.unbind(0), d_a_all[..., : 2 * n].unbind(0)
+        d_z_steps, d_r_steps = (x.unbind(0) for x in d_a_all[..., : 2 * n].split(n, 2))
+        d_x_h_steps = d_xp[..., 2 * n :].unbind(0)
+        d_a_h_steps = d_a_all[..., 2 * n :].unbind(0) if reset_after else None
+        d_kernel = d_candidate_kernel = None
         d_states, d_y = (d_h,), None
-        d_x_all, d_a_all, d_v_all = [None] * steps, [None] * steps, [None] * steps
         for t in range(steps - 1, -1, -1):
             (d_h_new,), d_old, d_y = masking.backward(t, d_states, _add(d_ys[t], d_y))
-            step = [x[t] for x in per_step]
             if reset_after:
-                h_in_t, u_t, mean_h_t, rstd_h_t, a_h_t, zr_t, cand_t, h_prev_t = step
-            else:
-                h_in_t, u_t, mean_h_t, rstd_h_t, v_t, mean_c_t, rstd_c_t, zr_t, cand_t, h_prev_t = (
-                    step
+                u_t, mean_h_t, rstd_h_t, h_in_t, a_h_t, zr_t, cand_t, h_prev_t = (
+                    x[t] for x in per_step
                 )
+            else:
+                (
+                    u_t,
+                    v_t,
+                    mean_h_t,
+                    rstd_h_t,
+                    mean_c_t,
+                    rstd_c_t,
+                    h_in_t,
+                    rh_t,
+                    zr_t,
+                    cand_t,
+                    h_prev_t,
+                ) = (x[t] for x in per_step)
             z, r = zr_t.split(n, 1)
-            d_z = d_h_new * (h_prev_t - cand_t)
+            d_a, d_zr, d_z, d_r = d_a_steps[t], d_zr_steps[t], d_z_steps[t], d_r_steps[t]
+            d_x_h = d_x_h_steps[t]
+            torch.mul(d_h_new, h_prev_t - cand_t, out=d_z)
             d_h_prev = d_h_new * z
-            d_x_h = act_grad(d_h_new - d_h_prev, cand_t)
+            act_grad(d_h_new - d_h_prev, cand_t, out=d_x_h)
             if reset_after:
-                d_zr = gate_grad(torch.cat((d_z, d_x_h * a_h_t), 1), zr_t)
-                d_a = torch.cat((d_zr, d_x_h * r), 1)
+                torch.mul(d_x_h, a_h_t, out=d_r)
+                gate_grad(d_zr, zr_t, out=d_zr)
+                torch.mul(d_x_h, r, out=d_a_h_steps[t])
                 d_u = aten.native_layer_norm_backward(
                     d_a, u_t, (3 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
                 )[0]
@@ -637,40 +727,35 @@ class _LayerNormGRULoop(torch.autograd.Function):
                 d_v = aten.native_layer_norm_backward(
                     d_x_h, v_t, (n,), mean_c_t, rstd_c_t, gamma_c, beta_c, (True, False, False)
                 )[0]
+                if d_candidate_kernel is None:
+                    d_candidate_kernel = torch.mm(rh_t.t(), d_v)
+                else:
+                    d_candidate_kernel.addmm_(rh_t.t(), d_v)
                 d_rh = torch.mm(d_v, candidate_kernel_t)
-                d_zr = gate_grad(torch.cat((d_z, d_rh * h_in_t), 1), zr_t)
-                d_a = d_zr
+                torch.mul(d_rh, h_in_t, out=d_r)
+                gate_grad(d_zr, zr_t, out=d_zr)
                 d_u = aten.native_layer_norm_backward(
-                    d_zr, u_t, (2 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
+                    d_a, u_t, (2 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
                 )[0]
                 d_h_in = torch.addmm(d_rh * r, d_u, gate_kernel_t)
-                d_v_all[t] = (d_v, d_x_h)
+            if d_kernel is None:
+                d_kernel = torch.mm(h_in_t.t(), d_u)
+            else:
+                d_kernel.addmm_(h_in_t.t(), d_u)
             if r_mask is not None:
                 d_h_in = d_h_in * r_mask
             d_h_prev = d_h_prev + d_h_in
             if d_old is not None:
                 d_h_prev = d_h_prev + d_old[0]
             d_states = (d_h_prev,)
-            d_x_all[t] = torch.cat((d_zr, d_x_h), 1)
-            d_a_all[t] = (d_a, d_u)
-        d_xp = torch.stack(d_x_all)
-        d_a = torch.stack([a for a, _ in d_a_all])
-        d_u = torch.stack([b for _, b in d_a_all])
-        d_gamma_h, d_beta_h = _norm_param_grads(d_a, u, mean_h, rstd_h, gamma_h, beta_h)
-        if reset_after:
-            d_kernel = torch.mm(h_in.reshape(-1, n).t(), d_u.reshape(-1, 3 * n))
-            d_gamma_c = d_beta_c = None
-        else:
-            d_v = torch.stack([a for a, _ in d_v_all])
-            d_cn = torch.stack([b for _, b in d_v_all])
-            r = zr[..., n:]
-            d_kernel = torch.cat(
-                (
-                    torch.mm(h_in.reshape(-1, n).t(), d_u.reshape(-1, 2 * n)),
-                    torch.mm((r * h_in).reshape(-1, n).t(), d_v.reshape(-1, n)),
-                ),
-                1,
-            )
+        d_xp[..., : 2 * n] = d_a_all[..., : 2 * n]
+        mean_h, rstd_h = saved[:2]
+        d_gamma_h, d_beta_h = _norm_param_grads(d_a_all, u, mean_h, rstd_h, gamma_h, beta_h)
+        d_gamma_c = d_beta_c = None
+        if not reset_after:
+            d_kernel = torch.cat((d_kernel, d_candidate_kernel), 1)
+            mean_c, rstd_c = saved[2:4]
+            d_cn = d_xp[..., 2 * n :]
             d_gamma_c, d_beta_c = _norm_param_grads(d_cn, v, mean_c, rstd_c, gamma_c, beta_c)
         (d_h0,) = d_states
         return (None, d_xp, d_h0, d_kernel, d_gamma_h, d_beta_h, d_gamma_c, d_beta_c, None)
@@ -773,64 +858,79 @@ class _LayerNormSimpleRNNLoop(torch.autograd.Function):
         eps = spec["eps"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         all_outputs = spec["all_outputs"]
+        # Recording, the norm's inputs are written straight into the array the backward
+        # pass reduces over all steps (no stacked copy).
+        s_all = xp.new_empty(xp.shape) if record else None
+        s_steps = s_all.unbind(0) if record else None
         h = h0
         y = torch.zeros_like(h0) if spec["masks"] is not None else None
         ys, saved = [], []
         for t, x_t in enumerate(xp.unbind(0)):
             h_in = h if r_mask is None else h * r_mask
-            s = torch.addmm(x_t, h_in, kernel)
+            if record:
+                s = torch.addmm(x_t, h_in, kernel, out=s_steps[t])
+            else:
+                s = torch.addmm(x_t, h_in, kernel)
             a, mean, rstd = torch.native_layer_norm(s, (n,), gamma, beta, eps)
             h_new = act(a)
             if record:
-                saved.append((h_in, s, mean, rstd, h_new))
+                saved.append((mean, rstd, h_in, h_new))
             (h,), y = masking.forward(t, (h_new,), (h,), h_new, y)
             if all_outputs:
                 ys.append(y)
         outputs = torch.stack(ys) if all_outputs else y
-        return (outputs, h), saved
+        return (outputs, h), (s_all, saved)
 
     @staticmethod
     def forward(ctx, spec, xp, h0, kernel, gamma, beta, r_mask):
-        result, saved = _LayerNormSimpleRNNLoop.loop(
+        result, (s_all, saved) = _LayerNormSimpleRNNLoop.loop(
             spec, xp, h0, kernel, gamma, beta, r_mask, record=True
         )
         ctx.spec = spec
-        stacked = [torch.stack(column) for column in zip(*saved, strict=True)]
-        ctx.save_for_backward(kernel, gamma, beta, r_mask, *stacked)
+        mean, rstd, h_in, h_new = zip(*saved, strict=True)
+        # The norm's statistics stacked; the other columns kept as they are.
+        ctx.save_for_backward(
+            kernel, gamma, beta, r_mask, s_all, torch.stack(mean), torch.stack(rstd), *h_in, *h_new
+        )
         return _distinct(result)
 
     @staticmethod
     def backward(ctx, d_outputs, d_h):
         spec = ctx.spec
-        kernel, gamma, beta, r_mask, h_in, s, mean, rstd, h_new = ctx.saved_tensors
+        kernel, gamma, beta, r_mask, s, mean, rstd, *stepwise = ctx.saved_tensors
         n = kernel.shape[0]
         _, act_grad = spec["activation"]
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = s.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
         kernel_t = _transposed(kernel)
-        per_step = [x.unbind(0) for x in (s, mean, rstd, h_new)]
+        per_step = [*(x.unbind(0) for x in (s, mean, rstd)), stepwise[:steps], stepwise[steps:]]
         d_states, d_y = (d_h,), None
-        d_s_all, d_a_all = [None] * steps, [None] * steps
+        # The norm's output adjoint written in place step by step; the kernel's summed.
+        d_a_all = s.new_empty(s.shape)
+        d_a_steps = d_a_all.unbind(0)
+        d_s_all, d_kernel = [None] * steps, None
         for t in range(steps - 1, -1, -1):
-            s_t, mean_t, rstd_t, h_t = (x[t] for x in per_step)
+            s_t, mean_t, rstd_t, h_in_t, h_t = (x[t] for x in per_step)
             (d_h_new,), d_old, d_y = masking.backward(t, d_states, _add(d_ys[t], d_y))
-            d_a = act_grad(d_h_new, h_t)
+            d_a = act_grad(d_h_new, h_t, out=d_a_steps[t])
             d_s = aten.native_layer_norm_backward(
                 d_a, s_t, (n,), mean_t, rstd_t, gamma, beta, (True, False, False)
             )[0]
+            if d_kernel is None:
+                d_kernel = torch.mm(h_in_t.t(), d_s)
+            else:
+                d_kernel.addmm_(h_in_t.t(), d_s)
             d_h_prev = torch.mm(d_s, kernel_t)
             if r_mask is not None:
                 d_h_prev = d_h_prev * r_mask
             if d_old is not None:
                 d_h_prev = d_h_prev + d_old[0]
             d_states = (d_h_prev,)
-            d_s_all[t], d_a_all[t] = d_s, d_a
-        d_s, d_a = torch.stack(d_s_all), torch.stack(d_a_all)
-        d_kernel = torch.mm(h_in.reshape(-1, n).t(), d_s.reshape(-1, n))
-        d_gamma, d_beta = _norm_param_grads(d_a, s, mean, rstd, gamma, beta)
+            d_s_all[t] = d_s
+        d_gamma, d_beta = _norm_param_grads(d_a_all, s, mean, rstd, gamma, beta)
         (d_h0,) = d_states
-        return (None, d_s, d_h0, d_kernel, d_gamma, d_beta, None)
+        return (None, torch.stack(d_s_all), d_h0, d_kernel, d_gamma, d_beta, None)
 
 
 def layer_norm_simple_rnn(

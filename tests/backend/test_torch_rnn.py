@@ -156,6 +156,87 @@ def test_lstm_backward_without_the_fused_tanh_is_autograds(options):
     _check_lstm(options, np.random.default_rng(1), activation="relu", bias=False)
 
 
+@pytest.mark.parametrize("name", sorted(torch_rnn.ACTIVATIONS))
+def test_activation_backward_writes_into_out(name):
+    # The loops write the activations' adjoints into slices of their preallocated arrays
+    # (`out=`, a strided view, or the adjoint's own memory); each equals autograd's.
+    function, backward = torch_rnn.ACTIVATIONS[name]
+    rng = np.random.default_rng(3)
+    z = torch.tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    grad = torch.tensor(rng.standard_normal((4, 6)))
+    output = function(z)
+    (expected,) = torch.autograd.grad(output, z, grad)
+    output = output.detach()
+    torch.testing.assert_close(backward(grad, output), expected)
+    buffer = torch.full((4, 9), 7.0, dtype=torch.float64)
+    written = backward(grad, output, out=buffer[:, 2:8])
+    torch.testing.assert_close(buffer[:, 2:8], expected)
+    assert written.data_ptr() == buffer[:, 2:8].data_ptr()
+    assert (buffer[:, :2] == 7).all() and (buffer[:, 8:] == 7).all()
+    in_place = grad.clone()
+    backward(in_place, output, out=in_place)
+    torch.testing.assert_close(in_place, expected)
+
+
+def _other_activations_loop(layer, activation, recurrent_activation, common):
+    """`(function, tensors)`: `layer_norm_lstm` or `layer_norm_gru` (`reset_after` or not)
+    with the given activations, of its inputs, initial state, kernels and recurrent norm."""
+    gates = 4 if layer == "lstm" else 3
+    width = 2 * H if layer == "gru_reset_before" else gates * H
+    ones, zeros = torch.ones(gates * H, dtype=torch.float64), torch.zeros(gates * H)
+    state_norm = (torch.ones(H, dtype=torch.float64), torch.zeros(H), 1e-3)
+
+    def function(x, h0, kernel, recurrent_kernel, gh, bh):
+        kwargs = {
+            "kernel": kernel,
+            "recurrent_kernel": recurrent_kernel,
+            "bias": None,
+            "input_norm": (ones, zeros, 1e-3),
+            "recurrent_norm": (gh, bh, 1e-3),
+            "activation": activation,
+            "recurrent_activation": recurrent_activation,
+            "return_sequences": True,
+            **common,
+        }
+        if layer == "lstm":
+            return torch_rnn.layer_norm_lstm(x, [h0, h0 * 0.5], state_norm=state_norm, **kwargs)
+        reset_after = layer == "gru"
+        return torch_rnn.layer_norm_gru(
+            x,
+            [h0],
+            candidate_norm=None if reset_after else state_norm,
+            reset_after=reset_after,
+            **kwargs,
+        )
+
+    rng = np.random.default_rng(6)
+    tensors = [
+        _tensor(rng, B, T, F),
+        _tensor(rng, B, H),
+        _tensor(rng, F, gates * H),
+        _tensor(rng, H, gates * H),
+        _gain(rng, width),
+        _tensor(rng, width),
+    ]
+    return function, tensors
+
+
+@pytest.mark.parametrize("layer", ["lstm", "gru", "gru_reset_before"])
+@pytest.mark.parametrize(
+    ("activation", "recurrent_activation"),
+    [("linear", "tanh"), ("sigmoid", "relu")],
+)
+def test_lstm_and_gru_backward_with_other_activations_are_autograds(
+    layer, activation, recurrent_activation
+):
+    # Every activation as the candidate's and as the gates' (the defaults are above), the
+    # adjoints written into the loops' arrays (`test_activation_backward_writes_into_out`).
+    common = _step_masks(np.random.default_rng(7), True, True)
+    function, tensors = _other_activations_loop(layer, activation, recurrent_activation, common)
+    names = ["x", "h0", "kernel", "recurrent_kernel", "gh", "bh"]
+    _gradcheck(function, names, tensors)
+
+
 def test_tanh_from_sigmoid_is_tanh():
     z = torch.linspace(-30.0, 30.0, 20001, dtype=torch.float32)
     fused = torch_rnn._tanh_from_sigmoid(
