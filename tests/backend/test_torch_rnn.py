@@ -87,7 +87,10 @@ def _gradcheck(function, names, tensors):
     assert torch.autograd.gradcheck(run, tensors, atol=1e-6, rtol=1e-4, fast_mode=True)
 
 
-def _check(run, rng, options, shapes):
+def _check(run, rng, options, shapes, verify=None):
+    """`verify(function, names, tensors)` (`_gradcheck` by default) of the loop `run` under
+    `options`, on tensors of `shapes` (float64, CPU); `function(device=None, **values)` runs
+    it, the step and dropout masks moved to `device` where one is given."""
     with_mask, dropout, go_backwards, return_sequences, variant = options
     common = _step_masks(rng, with_mask, dropout)
     names = list(shapes)
@@ -96,19 +99,23 @@ def _check(run, rng, options, shapes):
         for name, shape in shapes.items()
     ]
 
-    def function(**values):
+    def function(device=None, **values):
+        masks = {
+            k: v.to(device) if device is not None and isinstance(v, torch.Tensor) else v
+            for k, v in common.items()
+        }
         return run(
             values,
             variant,
             go_backwards=go_backwards,
             return_sequences=return_sequences,
-            **common,
+            **masks,
         )
 
-    _gradcheck(function, names, tensors)
+    (verify or _gradcheck)(function, names, tensors)
 
 
-def _check_lstm(options, rng, activation="tanh", bias=True):
+def _check_lstm(options, rng, activation="tanh", bias=True, verify=None):
     """`_check` of `layer_norm_lstm` with `activation` (a bias among the weights or none)."""
 
     def run(v, carry_normalized_state, **kwargs):
@@ -140,7 +147,7 @@ def _check_lstm(options, rng, activation="tanh", bias=True):
         "gc": (H,),
         "bc": (H,),
     }
-    _check(run, rng, options, shapes)
+    _check(run, rng, options, shapes, verify)
 
 
 @pytest.mark.parametrize("options", PAIRWISE)
@@ -271,8 +278,8 @@ def test_lstm_without_the_fused_tanh_equals_keras_loop(options, monkeypatch):
     _compare_with_keras_loop("lstm", options, F)
 
 
-@pytest.mark.parametrize("options", PAIRWISE)
-def test_gru_backward_is_autograds(options):
+def _check_gru(options, rng, verify=None):
+    """`_check` of `layer_norm_gru`; the variant: `reset_after=False`."""
     reset_after = not options[-1]
 
     def run(v, _, **kwargs):
@@ -302,11 +309,17 @@ def test_gru_backward_is_autograds(options):
     }
     if not reset_after:
         shapes.update({"gc": (H,), "bc": (H,)})
-    _check(run, np.random.default_rng(1), options, shapes)
+    _check(run, rng, options, shapes, verify)
 
 
 @pytest.mark.parametrize("options", PAIRWISE)
-def test_simple_rnn_backward_is_autograds(options):
+def test_gru_backward_is_autograds(options):
+    _check_gru(options, np.random.default_rng(1))
+
+
+def _check_simple_rnn(options, rng, verify=None):
+    """`_check` of `layer_norm_simple_rnn`; the variant: relu."""
+
     def run(v, relu, **kwargs):
         return torch_rnn.layer_norm_simple_rnn(
             v["x"],
@@ -328,7 +341,12 @@ def test_simple_rnn_backward_is_autograds(options):
         "g": (H,),
         "b": (H,),
     }
-    _check(run, np.random.default_rng(2), options, shapes)
+    _check(run, rng, options, shapes, verify)
+
+
+@pytest.mark.parametrize("options", PAIRWISE)
+def test_simple_rnn_backward_is_autograds(options):
+    _check_simple_rnn(options, np.random.default_rng(2))
 
 
 def _fast_weights(v, variant, **kwargs):
@@ -379,6 +397,81 @@ def test_fast_weights_without_norm_backward_is_autograds():
         return _fast_weights(v, variant, activation="tanh", **kwargs)
 
     _check(run, np.random.default_rng(5), PAIRWISE[1], shapes)
+
+
+# ------------------------------------------------------------------ on a CUDA device
+
+CUDA = torch.cuda.is_available()
+
+
+def _cuda_equals_cpu(function, names, tensors, devices=("cpu", "cuda")):
+    """The loop on the GPU gives the CPU's outputs and gradients (float64, to round-off),
+    for fixed cotangents of every output (`devices`: the two runs' devices)."""
+    results = []
+    for device in devices:
+        values = [t.detach().to(device).requires_grad_() for t in tensors]
+        last, outputs, states = function(device=device, **dict(zip(names, values, strict=True)))
+        returned = [last, outputs, *states]
+        assert all(x.device.type == device for x in returned)
+        generator = torch.Generator().manual_seed(0)
+        cotangents = [
+            torch.randn(x.shape, generator=generator, dtype=x.dtype).to(device) for x in returned
+        ]
+        grads = torch.autograd.grad(returned, values, cotangents, allow_unused=True)
+        results.append([x.detach().cpu() for x in returned] + [g.cpu() for g in grads])
+    for on_cpu, on_cuda in zip(*results, strict=True):
+        torch.testing.assert_close(on_cuda, on_cpu, rtol=1e-9, atol=1e-9)
+
+
+CUDA_CASES = {
+    "lstm": lambda options, verify: _check_lstm(options, np.random.default_rng(0), verify=verify),
+    "lstm_relu": lambda options, verify: _check_lstm(
+        options, np.random.default_rng(1), activation="relu", bias=False, verify=verify
+    ),
+    "gru": lambda options, verify: _check_gru(options, np.random.default_rng(1), verify),
+    "simple_rnn": lambda options, verify: _check_simple_rnn(
+        options, np.random.default_rng(2), verify
+    ),
+    "fast_weights": lambda options, verify: _check(
+        _fast_weights,
+        np.random.default_rng(4),
+        options,
+        {**FAST_WEIGHTS_SHAPES, **({"a0": (B, H, H)} if options[-1] else {})},
+        verify,
+    ),
+}
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device (torch.cuda.is_available())")
+@pytest.mark.parametrize("options", PAIRWISE)
+@pytest.mark.parametrize("kind", sorted(CUDA_CASES))
+def test_loop_on_cuda_equals_cpu(kind, options):
+    # The loops are device-agnostic torch; this runs each on a GPU where there is one (the
+    # accelerator check, `benchmarks/gpu_check.sh`), over the options of the tests above.
+    CUDA_CASES[kind](options, _cuda_equals_cpu)
+
+
+def test_device_comparison_catches_a_difference():
+    # `_cuda_equals_cpu` itself, without a GPU (the CPU twice): a loop whose second run's
+    # outputs differ by 1e-7 fails it, and so does one whose gradient differs.
+    def loop(shift=0.0, scale=1.0):
+        runs = []
+
+        def function(device=None, **values):
+            runs.append(device)
+            out = values["x"] * (2.0 if len(runs) == 1 else 2.0 * scale) + (
+                shift if len(runs) > 1 else 0.0
+            )
+            return out[:, -1], out, [out[:, 0] * 3.0]
+
+        return function
+
+    tensors = [_tensor(np.random.default_rng(0), B, T, F)]
+    _cuda_equals_cpu(loop(), ["x"], tensors, devices=("cpu", "cpu"))
+    with pytest.raises(AssertionError):
+        _cuda_equals_cpu(loop(shift=1e-7), ["x"], tensors, devices=("cpu", "cpu"))
+    with pytest.raises(AssertionError):
+        _cuda_equals_cpu(loop(scale=1.0 + 1e-7), ["x"], tensors, devices=("cpu", "cpu"))
 
 
 def test_fast_weights_trains_natively_on_the_cpu_up_to_the_crossover():
