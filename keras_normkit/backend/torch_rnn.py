@@ -53,22 +53,16 @@ __all__ = [
 aten = torch.ops.aten
 
 
-def _tanh_backward(grad, output, out=None):
-    if out is None:
-        return aten.tanh_backward(grad, output)
-    return aten.tanh_backward.grad_input(grad, output, grad_input=out)
+def _output_backward(op, *arguments):
+    """`backward(grad, output, out=None)` of the ATen activation backward `op(grad, output,
+    *arguments)`, written into `out` (its `grad_input` form) where one is given."""
 
+    def backward(grad, output, out=None):
+        if out is None:
+            return op(grad, output, *arguments)
+        return op.grad_input(grad, output, *arguments, grad_input=out)
 
-def _sigmoid_backward(grad, output, out=None):
-    if out is None:
-        return aten.sigmoid_backward(grad, output)
-    return aten.sigmoid_backward.grad_input(grad, output, grad_input=out)
-
-
-def _relu_backward(grad, output, out=None):
-    if out is None:
-        return aten.threshold_backward(grad, output, 0)
-    return aten.threshold_backward.grad_input(grad, output, 0, grad_input=out)
+    return backward
 
 
 def _identity(x):
@@ -81,9 +75,10 @@ def _identity_backward(grad, output, out=None):
 
 # The activations the loops run: name -> (function, backward from the output).
 ACTIVATIONS = {
-    "tanh": (torch.tanh, _tanh_backward),
-    "sigmoid": (torch.sigmoid, _sigmoid_backward),
-    "relu": (torch.relu, _relu_backward),
+    "tanh": (torch.tanh, _output_backward(aten.tanh_backward)),
+    "sigmoid": (torch.sigmoid, _output_backward(aten.sigmoid_backward)),
+    # relu's backward from its output: the output is positive where the input is.
+    "relu": (torch.relu, _output_backward(aten.threshold_backward, 0)),
     "linear": (_identity, _identity_backward),
 }
 
@@ -160,6 +155,14 @@ def _norm_param_grads(grad, x, mean, rstd, gamma, beta):
         grad, x, (x.shape[-1],), mean, rstd, gamma, beta, (False, True, True)
     )
     return d_gamma, d_beta
+
+
+def _add_product(total, a, b):
+    """`total + aᵀ b`, summed in place into `total` (`aᵀ b` where `total` is `None`): a
+    weight's gradient summed step by step in a backward loop."""
+    if total is None:
+        return torch.mm(a.t(), b)
+    return total.addmm_(a.t(), b)
 
 
 def _factorizes(features, width):
@@ -292,9 +295,9 @@ def _finish(result, all_outputs):
 # --------------------------------------------------------------------------------------
 
 
-# The LSTM loop's saved columns that the backward pass reduces over all steps at once
-# (stacked: one copy each) come first; those it reads step by step only follow, kept as they
-# are (no copy).
+# The LSTM loop's saved columns: the norms' statistics (`(B, 1)` a step, stacked after the
+# loop) come first; those the backward pass reads step by step only follow, kept as they are.
+# (What it reduces over all steps is written into arrays of its own as the loop runs.)
 _LSTM_STACKED = 4
 
 
@@ -328,6 +331,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         # the arrays the backward pass reduces over all steps (no stacked copy).
         # (Each array unbound once: a view per step, not an indexing operation per step.)
         u_all = c_all = None
+        u_steps = c_steps = [None] * steps  # `out=None`: fresh tensors
         if record:
             u_all = xp.new_empty((steps, batch, 4 * n))
             c_all = xp.new_empty((steps, batch, n))
@@ -337,7 +341,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
         ys, saved = [], []
         for t, x_t in enumerate(xp.unbind(0)):
             h_in = h if r_mask is None else h * r_mask
-            u = torch.mm(h_in, kernel, out=u_steps[t]) if record else torch.mm(h_in, kernel)
+            u = torch.mm(h_in, kernel, out=u_steps[t])
             a, mean_h, rstd_h = torch.native_layer_norm(u, (4 * n,), gamma_h, beta_h, eps_h)
             # In place: `a` is the norm's fresh output, not kept. (`tensor_split` costs less
             # Python per call than `split`: it runs once per step.)
@@ -350,8 +354,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
                 s = gate_act(z_s)
                 g = act(z_g)
                 i, f, o = s.tensor_split(3, 1)
-            c_new = torch.mul(f, c, out=c_steps[t]) if record else f * c
-            c_new.addcmul_(i, g)
+            c_new = torch.mul(f, c, out=c_steps[t]).addcmul_(i, g)
             cn, mean_c, rstd_c = torch.native_layer_norm(c_new, (n,), gamma_c, beta_c, eps_c)
             tc = _tanh_from_sigmoid(torch.sigmoid(cn), minus_one, two) if fused else act(cn)
             h_new = o * tc
@@ -445,10 +448,7 @@ class _LayerNormLSTMLoop(torch.autograd.Function):
             d_u = aten.native_layer_norm_backward(
                 d_z, u_t, (4 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
             )[0]
-            if d_kernel is None:
-                d_kernel = torch.mm(h_in_t.t(), d_u)
-            else:
-                d_kernel.addmm_(h_in_t.t(), d_u)
+            d_kernel = _add_product(d_kernel, h_in_t, d_u)
             d_h_prev = torch.mm(d_u, kernel_t)
             if r_mask is not None:
                 d_h_prev = d_h_prev * r_mask
@@ -566,6 +566,12 @@ def layer_norm_lstm(
 # --------------------------------------------------------------------------------------
 
 
+def _gru_statistics(reset_after):
+    """How many of the GRU loop's saved columns, first, are norms' statistics (stacked):
+    `LN_h`'s mean and rstd, and `LN_c`'s without `reset_after`."""
+    return 2 if reset_after else 4
+
+
 class _LayerNormGRULoop(torch.autograd.Function):
     """The recurrence of the layer-normalized GRU over `(T, B, 3H)` projected inputs.
 
@@ -589,6 +595,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
         # backward pass reduces over all steps (no stacked copy). (Each array unbound or
         # split once: a view per step, not an indexing operation per step.)
         u_all = v_all = None
+        u_steps = v_steps = [None] * steps  # `out=None`: fresh tensors
         if record:
             u_all = xp.new_empty((steps, batch, (3 if reset_after else 2) * n))
             u_steps = u_all.unbind(0)
@@ -603,7 +610,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
             x_zr, x_h = x_zr_steps[t], x_h_steps[t]
             h_in = h if r_mask is None else h * r_mask
             if reset_after:
-                u = torch.mm(h_in, kernel, out=u_steps[t]) if record else torch.mm(h_in, kernel)
+                u = torch.mm(h_in, kernel, out=u_steps[t])
                 a, mean_h, rstd_h = torch.native_layer_norm(u, (3 * n,), gamma_h, beta_h, eps_h)
                 a_zr, a_h = a.split(2 * n, 1)
                 # In place: `a` is the norm's fresh output; only its `a_h` columns are kept.
@@ -612,18 +619,12 @@ class _LayerNormGRULoop(torch.autograd.Function):
                 candidate = act(torch.addcmul(x_h, r, a_h))
                 step = (mean_h, rstd_h, h_in, a_h, zr, candidate, h)
             else:
-                if record:
-                    u = torch.mm(h_in, gate_kernel, out=u_steps[t])
-                else:
-                    u = torch.mm(h_in, gate_kernel)
+                u = torch.mm(h_in, gate_kernel, out=u_steps[t])
                 a, mean_h, rstd_h = torch.native_layer_norm(u, (2 * n,), gamma_h, beta_h, eps_h)
                 zr = gate_act(a.add_(x_zr))
                 z, r = zr.split(n, 1)
                 rh = r * h_in
-                if record:
-                    v = torch.mm(rh, candidate_kernel, out=v_steps[t])
-                else:
-                    v = torch.mm(rh, candidate_kernel)
+                v = torch.mm(rh, candidate_kernel, out=v_steps[t])
                 cn, mean_c, rstd_c = torch.native_layer_norm(v, (n,), gamma_c, beta_c, eps_c)
                 candidate = act(cn.add_(x_h))
                 step = (mean_h, rstd_h, mean_c, rstd_c, h_in, rh, zr, candidate, h)
@@ -645,7 +646,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
         columns = list(zip(*saved, strict=True))
         # The norms' statistics (`(B, 1)` a step) stacked; the columns the backward loop
         # reads step by step only kept as they are.
-        count = 2 if spec["reset_after"] else 4
+        count = _gru_statistics(spec["reset_after"])
         stats = [torch.stack(c) for c in columns[:count]]
         stepwise = [x for c in columns[count:] for x in c]
         ctx.save_for_backward(
@@ -664,7 +665,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
         masking = _Masking(spec["masks"], spec["zero_output"])
         steps = u.shape[0]
         d_ys = _output_grads(d_outputs, steps, spec["all_outputs"])
-        count = 2 if reset_after else 4
+        count = _gru_statistics(reset_after)
         stats = [x.unbind(0) for x in saved[:count]]
         stepwise = saved[count:]
         per_step = [u.unbind(0), *([] if reset_after else [v.unbind(0)]), *stats]
@@ -727,10 +728,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
                 d_v = aten.native_layer_norm_backward(
                     d_x_h, v_t, (n,), mean_c_t, rstd_c_t, gamma_c, beta_c, (True, False, False)
                 )[0]
-                if d_candidate_kernel is None:
-                    d_candidate_kernel = torch.mm(rh_t.t(), d_v)
-                else:
-                    d_candidate_kernel.addmm_(rh_t.t(), d_v)
+                d_candidate_kernel = _add_product(d_candidate_kernel, rh_t, d_v)
                 d_rh = torch.mm(d_v, candidate_kernel_t)
                 torch.mul(d_rh, h_in_t, out=d_r)
                 gate_grad(d_zr, zr_t, out=d_zr)
@@ -738,10 +736,7 @@ class _LayerNormGRULoop(torch.autograd.Function):
                     d_a, u_t, (2 * n,), mean_h_t, rstd_h_t, gamma_h, beta_h, (True, False, False)
                 )[0]
                 d_h_in = torch.addmm(d_rh * r, d_u, gate_kernel_t)
-            if d_kernel is None:
-                d_kernel = torch.mm(h_in_t.t(), d_u)
-            else:
-                d_kernel.addmm_(h_in_t.t(), d_u)
+            d_kernel = _add_product(d_kernel, h_in_t, d_u)
             if r_mask is not None:
                 d_h_in = d_h_in * r_mask
             d_h_prev = d_h_prev + d_h_in
@@ -861,16 +856,13 @@ class _LayerNormSimpleRNNLoop(torch.autograd.Function):
         # Recording, the norm's inputs are written straight into the array the backward
         # pass reduces over all steps (no stacked copy).
         s_all = xp.new_empty(xp.shape) if record else None
-        s_steps = s_all.unbind(0) if record else None
+        s_steps = s_all.unbind(0) if record else [None] * xp.shape[0]  # `out=None`: fresh
         h = h0
         y = torch.zeros_like(h0) if spec["masks"] is not None else None
         ys, saved = [], []
         for t, x_t in enumerate(xp.unbind(0)):
             h_in = h if r_mask is None else h * r_mask
-            if record:
-                s = torch.addmm(x_t, h_in, kernel, out=s_steps[t])
-            else:
-                s = torch.addmm(x_t, h_in, kernel)
+            s = torch.addmm(x_t, h_in, kernel, out=s_steps[t])
             a, mean, rstd = torch.native_layer_norm(s, (n,), gamma, beta, eps)
             h_new = act(a)
             if record:
@@ -917,10 +909,7 @@ class _LayerNormSimpleRNNLoop(torch.autograd.Function):
             d_s = aten.native_layer_norm_backward(
                 d_a, s_t, (n,), mean_t, rstd_t, gamma, beta, (True, False, False)
             )[0]
-            if d_kernel is None:
-                d_kernel = torch.mm(h_in_t.t(), d_s)
-            else:
-                d_kernel.addmm_(h_in_t.t(), d_s)
+            d_kernel = _add_product(d_kernel, h_in_t, d_s)
             d_h_prev = torch.mm(d_s, kernel_t)
             if r_mask is not None:
                 d_h_prev = d_h_prev * r_mask

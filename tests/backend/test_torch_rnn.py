@@ -115,8 +115,11 @@ def _check(run, rng, options, shapes, verify=None):
     (verify or _gradcheck)(function, names, tensors)
 
 
-def _check_lstm(options, rng, activation="tanh", bias=True, verify=None):
-    """`_check` of `layer_norm_lstm` with `activation` (a bias among the weights or none)."""
+def _check_lstm(
+    options, rng, activation="tanh", bias=True, verify=None, recurrent_activation="sigmoid"
+):
+    """`_check` of `layer_norm_lstm` with the activations given (a bias among the weights or
+    none)."""
 
     def run(v, carry_normalized_state, **kwargs):
         return torch_rnn.layer_norm_lstm(
@@ -130,6 +133,7 @@ def _check_lstm(options, rng, activation="tanh", bias=True, verify=None):
             state_norm=(v["gc"], v["bc"], 1e-3),
             carry_normalized_state=carry_normalized_state,
             activation=activation,
+            recurrent_activation=recurrent_activation,
             **kwargs,
         )
 
@@ -185,49 +189,6 @@ def test_activation_backward_writes_into_out(name):
     torch.testing.assert_close(in_place, expected)
 
 
-def _other_activations_loop(layer, activation, recurrent_activation, common):
-    """`(function, tensors)`: `layer_norm_lstm` or `layer_norm_gru` (`reset_after` or not)
-    with the given activations, of its inputs, initial state, kernels and recurrent norm."""
-    gates = 4 if layer == "lstm" else 3
-    width = 2 * H if layer == "gru_reset_before" else gates * H
-    ones, zeros = torch.ones(gates * H, dtype=torch.float64), torch.zeros(gates * H)
-    state_norm = (torch.ones(H, dtype=torch.float64), torch.zeros(H), 1e-3)
-
-    def function(x, h0, kernel, recurrent_kernel, gh, bh):
-        kwargs = {
-            "kernel": kernel,
-            "recurrent_kernel": recurrent_kernel,
-            "bias": None,
-            "input_norm": (ones, zeros, 1e-3),
-            "recurrent_norm": (gh, bh, 1e-3),
-            "activation": activation,
-            "recurrent_activation": recurrent_activation,
-            "return_sequences": True,
-            **common,
-        }
-        if layer == "lstm":
-            return torch_rnn.layer_norm_lstm(x, [h0, h0 * 0.5], state_norm=state_norm, **kwargs)
-        reset_after = layer == "gru"
-        return torch_rnn.layer_norm_gru(
-            x,
-            [h0],
-            candidate_norm=None if reset_after else state_norm,
-            reset_after=reset_after,
-            **kwargs,
-        )
-
-    rng = np.random.default_rng(6)
-    tensors = [
-        _tensor(rng, B, T, F),
-        _tensor(rng, B, H),
-        _tensor(rng, F, gates * H),
-        _tensor(rng, H, gates * H),
-        _gain(rng, width),
-        _tensor(rng, width),
-    ]
-    return function, tensors
-
-
 @pytest.mark.parametrize("layer", ["lstm", "gru", "gru_reset_before"])
 @pytest.mark.parametrize(
     ("activation", "recurrent_activation"),
@@ -237,11 +198,15 @@ def test_lstm_and_gru_backward_with_other_activations_are_autograds(
     layer, activation, recurrent_activation
 ):
     # Every activation as the candidate's and as the gates' (the defaults are above), the
-    # adjoints written into the loops' arrays (`test_activation_backward_writes_into_out`).
-    common = _step_masks(np.random.default_rng(7), True, True)
-    function, tensors = _other_activations_loop(layer, activation, recurrent_activation, common)
-    names = ["x", "h0", "kernel", "recurrent_kernel", "gh", "bh"]
-    _gradcheck(function, names, tensors)
+    # adjoints written into the loops' arrays (`test_activation_backward_writes_into_out`):
+    # masked steps, dropout and every output, the GRU in both forms.
+    options = (True, True, False, True, layer == "gru_reset_before")
+    rng = np.random.default_rng(6)
+    activations = {"activation": activation, "recurrent_activation": recurrent_activation}
+    if layer == "lstm":
+        _check_lstm(options, rng, bias=False, **activations)
+    else:
+        _check_gru(options, rng, **activations)
 
 
 def test_tanh_from_sigmoid_is_tanh():
@@ -278,8 +243,9 @@ def test_lstm_without_the_fused_tanh_equals_keras_loop(options, monkeypatch):
     _compare_with_keras_loop("lstm", options, F)
 
 
-def _check_gru(options, rng, verify=None):
-    """`_check` of `layer_norm_gru`; the variant: `reset_after=False`."""
+def _check_gru(options, rng, verify=None, activation="tanh", recurrent_activation="sigmoid"):
+    """`_check` of `layer_norm_gru` with the activations given; the variant:
+    `reset_after=False`."""
     reset_after = not options[-1]
 
     def run(v, _, **kwargs):
@@ -293,6 +259,8 @@ def _check_gru(options, rng, verify=None):
             recurrent_norm=(v["gh"], v["bh"], 1e-3),
             candidate_norm=None if reset_after else (v["gc"], v["bc"], 1e-3),
             reset_after=reset_after,
+            activation=activation,
+            recurrent_activation=recurrent_activation,
             **kwargs,
         )
 
